@@ -1,0 +1,30 @@
+# Third-party dependencies, all from Debian packages except LibTorch (PyPI torch, found through
+# torch.utils.cmake_prefix_path, which scripts/setup.sh passes as CMAKE_PREFIX_PATH).
+
+# LibTorch's config looks for CUDA pieces it does not need to compile CPU code against; keep it
+# quiet about missing optional parts (cuDNN headers, kineto) and use the toolkit in /usr/local/cuda.
+if(NOT DEFINED CUDA_TOOLKIT_ROOT_DIR AND EXISTS /usr/local/cuda)
+  set(CUDA_TOOLKIT_ROOT_DIR /usr/local/cuda)
+endif()
+if(NOT DEFINED CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+  set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+endif()
+# Without a GPU, Caffe2's config would try to run a CUDA program to detect the architecture; name
+# it instead (9.0 = Hopper, the GPU machine this project is checked on).
+if(NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST} AND NOT DEFINED TORCH_CUDA_ARCH_LIST)
+  set(TORCH_CUDA_ARCH_LIST "9.0")
+endif()
+set(CMAKE_CUDA_STANDARD 17)
+find_package(Torch REQUIRED)
+find_package(ONNX REQUIRED CONFIG)
+find_package(Protobuf REQUIRED)
+find_package(nlohmann_json REQUIRED)
+find_package(CLI11 CONFIG REQUIRED)
+find_package(Threads REQUIRED)
+
+# Warnings for our own targets only.
+add_library(distcrown_warnings INTERFACE)
+target_compile_options(distcrown_warnings INTERFACE -Wall -Wextra -Wpedantic -Wno-unused-parameter)
+if(DISTCROWN_WERROR)
+  target_compile_options(distcrown_warnings INTERFACE -Werror)
+endif()

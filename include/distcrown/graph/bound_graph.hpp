@@ -1,0 +1,87 @@
+#pragma once
+// BoundGraph: the nodes of a network in topological order. Node 0 is the (single) perturbed input;
+// every other node depends on it (constants are folded into operator parameters at load time).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "distcrown/graph/bound_node.hpp"
+
+namespace distcrown {
+
+struct GraphNode {
+  std::string name;          // ONNX output name, for messages
+  NodePtr op;                // null for the input node
+  std::vector<int> inputs;   // producer indices (< own index)
+  std::vector<int64_t> shape;  // output shape including the batch dim (batch 1 at build time)
+  std::vector<int> users;    // consumer indices, filled by finalize()
+};
+
+class BoundGraph {
+ public:
+  BoundGraph() = default;
+  BoundGraph(BoundGraph&&) = default;
+  BoundGraph& operator=(BoundGraph&&) = default;
+
+  [[nodiscard]] int size() const { return static_cast<int>(nodes_.size()); }
+  [[nodiscard]] const GraphNode& node(int i) const { return nodes_.at(static_cast<size_t>(i)); }
+  [[nodiscard]] GraphNode& node(int i) { return nodes_.at(static_cast<size_t>(i)); }
+  [[nodiscard]] int output() const { return output_; }
+  [[nodiscard]] const std::vector<int64_t>& input_shape() const { return nodes_.front().shape; }
+  [[nodiscard]] const std::vector<int64_t>& output_shape() const { return node(output_).shape; }
+  [[nodiscard]] int64_t input_numel() const;
+  [[nodiscard]] int64_t output_numel() const;
+  [[nodiscard]] at::ScalarType dtype() const { return dtype_; }
+
+  /// True when some consumer of node i relaxes a nonlinearity and so needs bounds on i.
+  [[nodiscard]] bool is_pre_activation(int i) const;
+  /// True when node i is an affine function of the input through single-input affine nodes only.
+  [[nodiscard]] bool affine_from_input(int i) const { return affine_from_input_.at(size_t(i)); }
+
+  /// Concrete forward pass; x is [batch, *input_shape]. Returns the output [batch, *output_shape].
+  [[nodiscard]] at::Tensor forward(const at::Tensor& x) const;
+
+  /// Casts every parameter (float32 <-> float64).
+  void to_dtype(at::ScalarType dtype);
+
+  /// Bytes of parameters held by this process.
+  [[nodiscard]] int64_t param_bytes() const;
+
+  // Construction (used by GraphBuilder).
+  int add_node(GraphNode n);
+  void set_output(int i) { output_ = i; }
+  /// Drops nodes that do not lead to the output, fills users and derived flags.
+  void finalize();
+
+ private:
+  std::vector<GraphNode> nodes_;
+  std::vector<bool> affine_from_input_;
+  int output_ = -1;
+  at::ScalarType dtype_ = at::kFloat;
+};
+
+/// Builds a BoundGraph node by node, inferring each node's shape by a forward pass on zeros so a
+/// malformed operator fails here, with its name, instead of during bounding.
+class GraphBuilder {
+ public:
+  /// Starts a graph whose input has the given shape (batch dim included).
+  explicit GraphBuilder(std::vector<int64_t> input_shape, std::string input_name = "input");
+
+  /// Adds an operator fed by the given node indices; returns its index. Throws ModelError
+  /// ("node 'name' (Op): ...") when the operator rejects its input shapes.
+  int add(std::string name, NodePtr op, std::vector<int> inputs);
+
+  [[nodiscard]] const std::vector<int64_t>& shape(int i) const;
+  [[nodiscard]] int input() const { return 0; }
+
+  /// Finishes the graph with node `output` as its output.
+  BoundGraph finish(int output) &&;
+
+ private:
+  BoundGraph graph_;
+  std::vector<at::Tensor> samples_;  // forward values on a zero input, for shape inference
+};
+
+}  // namespace distcrown

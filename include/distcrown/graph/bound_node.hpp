@@ -1,0 +1,62 @@
+#pragma once
+// BoundNode: one operator of a BoundGraph. A node knows its own math only:
+//   forward   concrete values,             inputs [batch, *in_shape_i] -> [batch, *shape]
+//   ibp       intervals,                   same shapes, lower and upper
+//   backward  maps linear bounds on its output (A [spec, batch, *shape]) to linear bounds on each
+//             input (A_i [spec, batch, *in_shape_i]), adding constant terms to the bias [spec, batch]
+// Nodes that relax a nonlinearity (ReLU) need bounds on their inputs: `needs_input_bounds()`.
+// The methods (IBP, CROWN) walk the graph and call these; they never switch on node types.
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "distcrown/bounds/interval.hpp"
+#include "distcrown/graph/param.hpp"
+
+namespace distcrown {
+
+class BoundNode {
+ public:
+  virtual ~BoundNode() = default;
+  BoundNode() = default;
+  BoundNode(const BoundNode&) = delete;
+  BoundNode& operator=(const BoundNode&) = delete;
+
+  /// ONNX-like operator name, for messages ("Gemm", "Relu", ...).
+  [[nodiscard]] virtual std::string op_type() const = 0;
+
+  [[nodiscard]] virtual at::Tensor forward(std::span<const at::Tensor> x) const = 0;
+  [[nodiscard]] virtual Interval ibp(std::span<const Interval* const> x) const = 0;
+  /// `bounds` holds the intervals of the inputs when needs_input_bounds(), else may be null entries.
+  [[nodiscard]] virtual std::vector<BoundA> backward(const BoundA& a,
+                                                     std::span<const Interval* const> bounds,
+                                                     BiasPair& bias) const = 0;
+
+  [[nodiscard]] virtual bool needs_input_bounds() const { return false; }
+  /// True when the output is an affine function of the (single) bounded input, so IBP through a
+  /// chain of such nodes from the input box is exact.
+  [[nodiscard]] virtual bool is_affine() const { return false; }
+  /// Parameters this node reads (for casting, sharding and memory accounting).
+  [[nodiscard]] virtual std::vector<ParamPtr*> params() { return {}; }
+
+  /// Called once by GraphBuilder with the inferred shapes (batch dim included, batch 1).
+  void bind_shapes(std::vector<std::vector<int64_t>> inputs, std::vector<int64_t> output) {
+    input_shapes_ = std::move(inputs);
+    output_shape_ = std::move(output);
+  }
+  [[nodiscard]] const std::vector<int64_t>& input_shape(size_t i) const {
+    return input_shapes_.at(i);
+  }
+  [[nodiscard]] const std::vector<int64_t>& output_shape() const { return output_shape_; }
+
+ private:
+  std::vector<std::vector<int64_t>> input_shapes_;
+  std::vector<int64_t> output_shape_;
+};
+
+using NodePtr = std::unique_ptr<BoundNode>;
+
+}  // namespace distcrown

@@ -1,0 +1,19 @@
+#pragma once
+// ONNX -> BoundGraph, on the real ONNX protobuf (libonnx). Initializers and Constant nodes become
+// constants; nodes whose inputs are all constant are folded at load; every other node is lowered
+// by the operator registry (graph/op_registry.hpp). Every error names the file and, where there is
+// one, the node: a missing/truncated/corrupt file, an unsupported op, a shape mismatch.
+#include <string>
+
+#include "distcrown/graph/bound_graph.hpp"
+
+namespace distcrown::io {
+
+/// Loads a model with one variable input (batch dim 1; a symbolic first dim is taken as 1) and one
+/// output.
+BoundGraph load_onnx(const std::string& path);
+
+/// Same, from serialized bytes; `source` names them in messages.
+BoundGraph load_onnx_bytes(const std::string& bytes, const std::string& source);
+
+}  // namespace distcrown::io

@@ -1,0 +1,32 @@
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace distcrown {
+
+enum class Method { kIbp, kCrown };
+
+/// How CROWN obtains the pre-activation (intermediate) bounds that the ReLU relaxations need.
+enum class IntermediateScheme {
+  /// auto_LiRPA's default: one IBP step from the bounds already computed gives a reference; the
+  /// neurons stable under it keep it, the unstable ones get CROWN bounds, not intersected with the
+  /// reference; when more than 90 % are unstable every neuron gets CROWN bounds.
+  kAutoLirpa,
+  /// CROWN for every pre-activation neuron, intersected with the IBP reference (and the final
+  /// bounds intersected with IBP too): never looser than either, costs a full backward per layer.
+  kTight,
+};
+
+struct BoundOptions {
+  IntermediateScheme scheme = IntermediateScheme::kAutoLirpa;
+  /// Bound at most this many intermediate neurons (rows of A) per backward pass; 0 = all at once.
+  /// Like auto_LiRPA's crown_batch_size: keeps A matrices at [N, batch, *shape].
+  int64_t crown_batch_size = 0;
+  /// Fraction of unstable neurons above which all neurons of a layer get CROWN bounds.
+  double minimum_sparsity = 0.9;
+};
+
+Method parse_method(const std::string& name);
+std::string to_string(Method m);
+
+}  // namespace distcrown

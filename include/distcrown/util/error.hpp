@@ -1,0 +1,39 @@
+#pragma once
+// Error types thrown by the library. The CLI turns each into one line on stderr and a non-zero
+// exit code; the library itself never calls exit().
+#include <stdexcept>
+#include <string>
+
+namespace distcrown {
+
+/// Base of every error the library throws on purpose. `what()` is a message a user can act on.
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& message) : std::runtime_error(message) {}
+};
+
+/// A text input (VNNLIB, option) is malformed; the message carries file:line:column.
+class ParseError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// A model file is missing, corrupt, or describes a graph we cannot bound; names file and node.
+class ModelError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// An ONNX operator (or an attribute value of one) that distcrown does not support.
+class UnsupportedError : public ModelError {
+ public:
+  using ModelError::ModelError;
+};
+
+/// Inconsistent options or arguments passed by the caller.
+class InvalidArgument : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace distcrown

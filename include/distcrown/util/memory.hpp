@@ -1,0 +1,35 @@
+#pragma once
+// Memory accounting: live and peak tensor bytes of this process.
+//
+// CPU tensors are counted by a counting allocator wrapped around LibTorch's default CPU allocator
+// (installed with c10::SetCPUAllocator); CUDA tensors are read from the caching allocator's stats.
+// This is the one piece of global mutable state the library has: the allocator hook is process-wide
+// by LibTorch's design.
+#include <cstdint>
+
+namespace distcrown::memory {
+
+/// Installs the counting CPU allocator (idempotent, thread-safe). Tensors allocated before this call
+/// are not counted; call it first thing in main() or a test's SetUp.
+void install_counting_allocator();
+
+/// True once install_counting_allocator() has run.
+bool counting_installed();
+
+/// Bytes of CPU tensor storage alive right now (0 when not installed).
+int64_t live_bytes();
+
+/// Largest live_bytes() seen since the last reset_peak().
+int64_t peak_bytes();
+
+/// Restarts peak tracking from the current live value.
+void reset_peak();
+
+/// Snapshot of the counters, e.g. baseline after loading and peak during bounding.
+struct Usage {
+  int64_t live_bytes = 0;
+  int64_t peak_bytes = 0;
+};
+Usage usage();
+
+}  // namespace distcrown::memory

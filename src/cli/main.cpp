@@ -1,0 +1,33 @@
+// The distcrown executable: thin over the library. Every library error becomes one line on stderr
+// and exit code 1; usage errors exit 2 (CLI11's convention is kept for --help).
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <c10/util/Exception.h>
+
+#include "cli/commands.hpp"
+#include "distcrown/util/error.hpp"
+#include "distcrown/util/memory.hpp"
+
+int main(int argc, char** argv) {
+  distcrown::memory::install_counting_allocator();
+  CLI::App app{"distcrown: neural-network verification by bound propagation"};
+  app.require_subcommand(1);
+  distcrown::cli::Action bounds = distcrown::cli::add_bounds_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    if (app.got_subcommand("bounds")) return bounds();
+    return 2;
+  } catch (const distcrown::Error& e) {
+    std::cerr << "distcrown: error: " << e.what() << "\n";
+  } catch (const c10::Error& e) {
+    std::cerr << "distcrown: error: " << e.what_without_backtrace() << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << "distcrown: error: " << e.what() << "\n";
+  }
+  return 1;
+}

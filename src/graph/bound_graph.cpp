@@ -1,0 +1,135 @@
+#include "distcrown/graph/bound_graph.hpp"
+
+#include <numeric>
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+#include "distcrown/util/error.hpp"
+
+namespace distcrown {
+
+namespace {
+int64_t numel_of(const std::vector<int64_t>& shape) {
+  return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+}
+}  // namespace
+
+int64_t BoundGraph::input_numel() const { return numel_of(input_shape()) / input_shape().front(); }
+int64_t BoundGraph::output_numel() const {
+  return numel_of(output_shape()) / output_shape().front();
+}
+
+bool BoundGraph::is_pre_activation(int i) const {
+  for (int u : node(i).users) {
+    if (node(u).op->needs_input_bounds()) return true;
+  }
+  return false;
+}
+
+at::Tensor BoundGraph::forward(const at::Tensor& x) const {
+  std::vector<at::Tensor> values(nodes_.size());
+  values[0] = x;
+  std::vector<at::Tensor> args;
+  for (size_t i = 1; i < nodes_.size(); ++i) {
+    args.clear();
+    for (int p : nodes_[i].inputs) args.push_back(values[size_t(p)]);
+    values[i] = nodes_[i].op->forward(args);
+  }
+  return values[size_t(output_)];
+}
+
+void BoundGraph::to_dtype(at::ScalarType dtype) {
+  for (auto& n : nodes_) {
+    if (!n.op) continue;
+    for (ParamPtr* p : n.op->params()) (*p)->to_dtype(dtype);
+  }
+  dtype_ = dtype;
+}
+
+int64_t BoundGraph::param_bytes() const {
+  int64_t total = 0;
+  for (const auto& n : nodes_) {
+    if (!n.op) continue;
+    for (ParamPtr* p : n.op->params()) total += (*p)->resident_bytes();
+  }
+  return total;
+}
+
+int BoundGraph::add_node(GraphNode n) {
+  nodes_.push_back(std::move(n));
+  return static_cast<int>(nodes_.size()) - 1;
+}
+
+void BoundGraph::finalize() {
+  if (output_ < 0 || output_ >= size()) throw ModelError("graph has no output node");
+  // Keep only ancestors of the output (node 0, the input, is always kept).
+  std::vector<bool> keep(nodes_.size(), false);
+  keep[size_t(output_)] = true;
+  for (int i = output_; i >= 0; --i) {
+    if (!keep[size_t(i)]) continue;
+    for (int p : nodes_[size_t(i)].inputs) keep[size_t(p)] = true;
+  }
+  keep[0] = true;
+  std::vector<int> remap(nodes_.size(), -1);
+  std::vector<GraphNode> kept;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (!keep[i]) continue;
+    remap[i] = static_cast<int>(kept.size());
+    kept.push_back(std::move(nodes_[i]));
+  }
+  for (auto& n : kept) {
+    for (int& p : n.inputs) p = remap[size_t(p)];
+    n.users.clear();
+  }
+  output_ = remap[size_t(output_)];
+  nodes_ = std::move(kept);
+  affine_from_input_.assign(nodes_.size(), false);
+  affine_from_input_[0] = true;
+  for (size_t i = 1; i < nodes_.size(); ++i) {
+    for (int p : nodes_[i].inputs) nodes_[size_t(p)].users.push_back(static_cast<int>(i));
+    const auto& n = nodes_[i];
+    affine_from_input_[i] = n.op->is_affine() && n.inputs.size() == 1 &&
+                            affine_from_input_[size_t(n.inputs[0])];
+  }
+}
+
+GraphBuilder::GraphBuilder(std::vector<int64_t> input_shape, std::string input_name) {
+  for (int64_t d : input_shape) {
+    if (d <= 0) throw ModelError("input '" + input_name + "' has a non-positive dimension");
+  }
+  samples_.push_back(at::zeros(input_shape, at::kFloat));
+  graph_.add_node(GraphNode{std::move(input_name), nullptr, {}, std::move(input_shape), {}});
+}
+
+int GraphBuilder::add(std::string name, NodePtr op, std::vector<int> inputs) {
+  std::vector<at::Tensor> args;
+  for (int p : inputs) {
+    if (p < 0 || p >= graph_.size()) throw ModelError("node '" + name + "': bad input index");
+    args.push_back(samples_[size_t(p)]);
+  }
+  at::Tensor out;
+  try {
+    out = op->forward(args);
+  } catch (const c10::Error& e) {
+    throw ModelError("node '" + name + "' (" + op->op_type() +
+                     "): input shapes do not fit the operator: " + e.what_without_backtrace());
+  }
+  std::vector<int64_t> shape(out.sizes().begin(), out.sizes().end());
+  std::vector<std::vector<int64_t>> in_shapes;
+  for (const auto& a : args) in_shapes.emplace_back(a.sizes().begin(), a.sizes().end());
+  op->bind_shapes(std::move(in_shapes), shape);
+  samples_.push_back(out);
+  return graph_.add_node(GraphNode{std::move(name), std::move(op), std::move(inputs), shape, {}});
+}
+
+const std::vector<int64_t>& GraphBuilder::shape(int i) const { return graph_.node(i).shape; }
+
+BoundGraph GraphBuilder::finish(int output) && {
+  samples_.clear();
+  graph_.set_output(output);
+  graph_.finalize();
+  return std::move(graph_);
+}
+
+}  // namespace distcrown

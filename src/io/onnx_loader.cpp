@@ -1,0 +1,185 @@
+#include "distcrown/io/onnx_loader.hpp"
+
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+#include "distcrown/graph/op_registry.hpp"
+#include "distcrown/io/onnx_model.hpp"
+#include "distcrown/util/error.hpp"
+
+namespace distcrown::io {
+namespace {
+
+at::Tensor to_tensor(const OnnxTensor& t, const std::string& where) {
+  if (t.external) throw UnsupportedError(where + ": unsupported: tensor stored in external data");
+  at::ScalarType type{};
+  size_t width = 0;
+  switch (t.data_type) {
+    case kOnnxFloat:
+      type = at::kFloat, width = 4;
+      break;
+    case kOnnxDouble:
+      type = at::kDouble, width = 8;
+      break;
+    case kOnnxInt64:
+      type = at::kLong, width = 8;
+      break;
+    case kOnnxInt32:
+      type = at::kInt, width = 4;
+      break;
+    default:
+      throw UnsupportedError(where + ": unsupported: tensor data type " +
+                             std::to_string(t.data_type));
+  }
+  int64_t n = 1;
+  for (int64_t d : t.dims) {
+    if (d < 0) throw ModelError(where + ": negative dimension");
+    n *= d;
+  }
+  if (t.bytes.size() != size_t(n) * width) {
+    throw ModelError(where + ": holds " + std::to_string(t.bytes.size() / width) +
+                     " values, its shape needs " + std::to_string(n));
+  }
+  at::Tensor out = at::empty(t.dims, type);
+  if (n > 0) std::memcpy(out.data_ptr(), t.bytes.data(), t.bytes.size());
+  return out;
+}
+
+AttributeMap to_attributes(const OnnxNode& node, const std::string& where) {
+  AttributeMap m;
+  for (const auto& a : node.attributes) {
+    switch (a.kind) {
+      case OnnxAttribute::Kind::kInt:
+        m.ints[a.name] = a.i;
+        break;
+      case OnnxAttribute::Kind::kInts:
+        m.int_lists[a.name] = a.ints;
+        break;
+      case OnnxAttribute::Kind::kFloat:
+        m.floats[a.name] = a.f;
+        break;
+      case OnnxAttribute::Kind::kString:
+        m.strings[a.name] = a.s;
+        break;
+      case OnnxAttribute::Kind::kTensor:
+        m.tensors[a.name] = to_tensor(a.t, where + " attribute '" + a.name + "'");
+        break;
+      case OnnxAttribute::Kind::kOther:
+        break;  // an operator that needs another kind reports the missing attribute itself
+    }
+  }
+  return m;
+}
+
+std::vector<int64_t> input_shape(const OnnxValueInfo& vi, const std::string& where) {
+  if (!vi.is_tensor) throw ModelError(where + " is not a tensor");
+  if (vi.elem_type != kOnnxFloat && vi.elem_type != kOnnxDouble) {
+    throw UnsupportedError(where + ": unsupported: input element type " +
+                           std::to_string(vi.elem_type) + " (expected float)");
+  }
+  if (!vi.has_shape) throw ModelError(where + " has no shape");
+  std::vector<int64_t> shape;
+  for (size_t i = 0; i < vi.dims.size(); ++i) {
+    if (vi.dims[i] > 0) {
+      shape.push_back(vi.dims[i]);
+    } else if (i == 0) {
+      shape.push_back(1);  // symbolic or unknown batch dimension
+    } else {
+      throw UnsupportedError(where + ": unsupported: symbolic dimension " + std::to_string(i));
+    }
+  }
+  if (shape.empty()) throw UnsupportedError(where + ": unsupported: scalar input");
+  return shape;
+}
+
+std::string node_label(const OnnxNode& node) {
+  if (!node.name.empty()) return node.name;
+  return node.outputs.empty() ? std::string("<unnamed>") : node.outputs.front();
+}
+
+BoundGraph build(const OnnxModel& model, const std::string& source) {
+  std::map<std::string, Value> values;
+  for (const auto& init : model.initializers) {
+    values[init.name] =
+        Value::of_constant(to_tensor(init, source + ": initializer '" + init.name + "'"));
+  }
+  // The variable input: the one graph input that is not an initializer.
+  const OnnxValueInfo* input = nullptr;
+  for (const auto& vi : model.inputs) {
+    if (values.count(vi.name)) continue;
+    if (input) {
+      throw UnsupportedError(source + ": unsupported: more than one variable input ('" +
+                             input->name + "', '" + vi.name + "')");
+    }
+    input = &vi;
+  }
+  if (!input) throw ModelError(source + ": the graph has no input");
+  if (model.outputs.size() != 1) {
+    throw UnsupportedError(source + ": unsupported: " + std::to_string(model.outputs.size()) +
+                           " graph outputs (expected 1)");
+  }
+  GraphBuilder builder(input_shape(*input, source + ": input '" + input->name + "'"),
+                       input->name);
+  values[input->name] = Value::of_node(builder.input());
+
+  const OpRegistry& registry = builtin_ops();
+  for (const auto& node : model.nodes) {
+    const std::string label = node_label(node);
+    const std::string where = source + ": node '" + label + "' (" + node.op_type + ")";
+    if (!node.domain.empty() && node.domain != "ai.onnx") {
+      throw UnsupportedError(where + ": unsupported: operator domain '" + node.domain + "'");
+    }
+    const LowerFn* lower = registry.find(node.op_type);
+    if (!lower) throw UnsupportedError(where + ": unsupported operator " + node.op_type);
+    const AttributeMap attrs = to_attributes(node, where);
+    LoweringContext ctx{label, node.op_type, where, attrs, {}, builder};
+    for (const auto& name : node.inputs) {
+      if (name.empty()) {
+        ctx.inputs.push_back(Value{});  // an omitted optional input
+        continue;
+      }
+      auto it = values.find(name);
+      if (it == values.end()) {
+        throw ModelError(where + ": input '" + name + "' is not produced by any earlier node");
+      }
+      ctx.inputs.push_back(it->second);
+    }
+    if (node.outputs.empty()) throw ModelError(where + ": has no output");
+    Value out;
+    try {
+      out = (*lower)(ctx);
+    } catch (const c10::Error& e) {
+      throw ModelError(where + ": " + e.what_without_backtrace());
+    }
+    values[node.outputs.front()] = out;
+  }
+  const std::string& out_name = model.outputs.front().name;
+  auto it = values.find(out_name);
+  if (it == values.end()) throw ModelError(source + ": output '" + out_name + "' is never produced");
+  if (!it->second.is_bounded()) {
+    throw ModelError(source + ": output '" + out_name + "' does not depend on the input");
+  }
+  return std::move(builder).finish(it->second.node);
+}
+
+}  // namespace
+
+BoundGraph load_onnx_bytes(const std::string& bytes, const std::string& source) {
+  return build(parse_onnx_model(bytes, source), source);
+}
+
+BoundGraph load_onnx(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ModelError(path + ": cannot open model file");
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  if (in.bad()) throw ModelError(path + ": read error");
+  return load_onnx_bytes(buf.str(), path);
+}
+
+}  // namespace distcrown::io

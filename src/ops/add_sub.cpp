@@ -1,0 +1,95 @@
+#include "distcrown/ops/add_sub.hpp"
+
+#include <ATen/ATen.h>
+
+#include "distcrown/ops/mul_div.hpp"
+#include "distcrown/ops/register.hpp"
+
+namespace distcrown::ops {
+namespace {
+
+class BoundAddSub final : public BoundNode {
+ public:
+  explicit BoundAddSub(bool subtract) : subtract_(subtract) {}
+  std::string op_type() const override { return subtract_ ? "Sub" : "Add"; }
+
+  at::Tensor forward(std::span<const at::Tensor> x) const override {
+    TORCH_CHECK(x[0].sizes() == x[1].sizes(), op_type(), " of two variable tensors needs equal ",
+                "shapes, got ", x[0].sizes(), " and ", x[1].sizes());
+    return subtract_ ? x[0] - x[1] : x[0] + x[1];
+  }
+  Interval ibp(std::span<const Interval* const> x) const override {
+    if (subtract_) return {x[0]->lower - x[1]->upper, x[0]->upper - x[1]->lower};
+    return {x[0]->lower + x[1]->lower, x[0]->upper + x[1]->upper};
+  }
+  std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> /*bounds*/,
+                               BiasPair& bias) const override {
+    if (!subtract_) return {a, a};
+    return {a, map_sides(a, bias, [](const at::Tensor& A) { return -A; }, no_bias)};
+  }
+
+ private:
+  bool subtract_;
+};
+
+class BoundAddConst final : public BoundNode {
+ public:
+  explicit BoundAddConst(ParamPtr c) : c_(std::move(c)) {}
+  std::string op_type() const override { return "Add"; }
+  bool is_affine() const override { return true; }
+  std::vector<ParamPtr*> params() override { return {&c_}; }
+
+  at::Tensor forward(std::span<const at::Tensor> x) const override {
+    at::Tensor y = x[0] + c_->get();
+    TORCH_CHECK(y.sizes() == x[0].sizes(), "the constant ", c_->get().sizes(),
+                " broadcasts the variable input ", x[0].sizes(), " to a larger shape");
+    return y;
+  }
+  Interval ibp(std::span<const Interval* const> x) const override {
+    const at::Tensor c = c_->get();
+    return {x[0]->lower + c, x[0]->upper + c};
+  }
+  std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> /*bounds*/,
+                               BiasPair& bias) const override {
+    const at::Tensor c = c_->get();
+    return {map_sides(
+        a, bias, [](const at::Tensor& A) { return A; },
+        [&](const at::Tensor& A) { return contract(A, c); })};
+  }
+
+ private:
+  ParamPtr c_;
+};
+
+Value lower_add_sub(LoweringContext& ctx, bool subtract) {
+  if (ctx.inputs.size() != 2) ctx.fail("expects 2 inputs");
+  if (ctx.all_constant()) {
+    const at::Tensor& a = ctx.constant(0);
+    const at::Tensor& b = ctx.constant(1);
+    return Value::of_constant(subtract ? a - b : a + b);
+  }
+  const bool var0 = ctx.inputs[0].is_bounded();
+  const bool var1 = ctx.inputs[1].is_bounded();
+  if (var0 && var1) {
+    return ctx.emit(subtract ? make_sub() : make_add(), {ctx.inputs[0].node, ctx.inputs[1].node});
+  }
+  const int x = var0 ? ctx.inputs[0].node : ctx.inputs[1].node;
+  const at::Tensor c = (var0 ? ctx.inputs[1] : ctx.inputs[0]).constant.to(at::kFloat);
+  if (!subtract) return ctx.emit(make_add_const(make_param(c)), {x});
+  if (var0) return ctx.emit(make_add_const(make_param(-c)), {x});  // x − c
+  const Value neg = ctx.emit(make_neg(), {x}, "/neg");                 // c − x
+  return ctx.emit(make_add_const(make_param(c)), {neg.node});
+}
+
+}  // namespace
+
+NodePtr make_add() { return std::make_unique<BoundAddSub>(false); }
+NodePtr make_sub() { return std::make_unique<BoundAddSub>(true); }
+NodePtr make_add_const(ParamPtr c) { return std::make_unique<BoundAddConst>(std::move(c)); }
+
+void register_add_sub(OpRegistry& r) {
+  r.add("Add", [](LoweringContext& c) { return lower_add_sub(c, false); });
+  r.add("Sub", [](LoweringContext& c) { return lower_add_sub(c, true); });
+}
+
+}  // namespace distcrown::ops

@@ -1,0 +1,100 @@
+#include "distcrown/ops/linear.hpp"
+
+#include <ATen/ATen.h>
+
+#include "distcrown/ops/register.hpp"
+
+namespace distcrown::ops {
+namespace {
+
+class BoundLinear final : public BoundNode {
+ public:
+  BoundLinear(ParamPtr w, ParamPtr b) : w_(std::move(w)), b_(std::move(b)) {}
+  std::string op_type() const override { return "Linear"; }
+  bool is_affine() const override { return true; }
+  std::vector<ParamPtr*> params() override {
+    std::vector<ParamPtr*> p{&w_};
+    if (b_) p.push_back(&b_);
+    return p;
+  }
+
+  at::Tensor forward(std::span<const at::Tensor> x) const override {
+    return at::linear(x[0], w_->get(), bias());
+  }
+
+  Interval ibp(std::span<const Interval* const> x) const override {
+    // Centre/radius form as auto_LiRPA: W·mid + b ± |W|·rad.
+    const at::Tensor w = w_->get();
+    const at::Tensor mid = (x[0]->upper + x[0]->lower) / 2;
+    const at::Tensor rad = (x[0]->upper - x[0]->lower) / 2;
+    const at::Tensor center = at::linear(mid, w, bias());
+    const at::Tensor dev = at::linear(rad, w.abs());
+    return {center - dev, center + dev};
+  }
+
+  std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> /*bounds*/,
+                               BiasPair& bias_acc) const override {
+    // A [S, B, ..., out] -> A W [S, B, ..., in]; bias += A·b.
+    const at::Tensor w = w_->get();
+    const at::Tensor b = bias();
+    return {map_sides(
+        a, bias_acc, [&](const at::Tensor& A) { return at::matmul(A, w); },
+        [&](const at::Tensor& A) { return b.defined() ? contract(A, b) : at::Tensor(); })};
+  }
+
+ private:
+  at::Tensor bias() const { return b_ ? b_->get() : at::Tensor(); }
+  ParamPtr w_;
+  ParamPtr b_;
+};
+
+Value lower_gemm(LoweringContext& ctx) {
+  // Y = alpha·A'·B' + beta·C with A' = A or Aᵀ, B' = B or Bᵀ. Only A may be variable.
+  if (ctx.attrs.get_int("transA", 0) != 0) ctx.unsupported("Gemm with transA=1");
+  at::Tensor w = ctx.constant(1);
+  if (w.dim() != 2) ctx.fail("weight B must be 2-D, got " + std::to_string(w.dim()) + "-D");
+  if (ctx.attrs.get_int("transB", 0) == 0) w = w.t();  // stored [out, in]
+  const double alpha = ctx.attrs.get_float("alpha", 1.0);
+  const double beta = ctx.attrs.get_float("beta", 1.0);
+  if (alpha != 1.0) w = w * alpha;
+  ParamPtr bias;
+  if (ctx.has_input(2)) {
+    at::Tensor c = ctx.constant(2);
+    if (beta != 1.0) c = c * beta;
+    if (c.numel() != w.size(0)) {
+      // A full-matrix C equal for the batch row is the only other form seen; refuse the rest.
+      if (!(c.dim() == 2 && c.size(0) == 1 && c.size(1) == w.size(0))) {
+        ctx.fail("bias C has " + std::to_string(c.numel()) + " elements, expected " +
+                 std::to_string(w.size(0)));
+      }
+    }
+    bias = make_param(c.reshape({-1}).to(at::kFloat));
+  }
+  if (ctx.all_constant()) {
+    const at::Tensor x = ctx.constant(0);
+    return Value::of_constant(at::linear(x, w.to(x.scalar_type()),
+                                         bias ? bias->get().to(x.scalar_type()) : at::Tensor()));
+  }
+  return ctx.emit(make_linear(make_param(w.to(at::kFloat)), bias), {ctx.bounded(0)});
+}
+
+Value lower_matmul(LoweringContext& ctx) {
+  if (ctx.all_constant()) return Value::of_constant(at::matmul(ctx.constant(0), ctx.constant(1)));
+  const int x = ctx.bounded(0);
+  const at::Tensor& w = ctx.constant(1);  // [in, out]
+  if (w.dim() != 2) ctx.unsupported("MatMul with a " + std::to_string(w.dim()) + "-D constant");
+  return ctx.emit(make_linear(make_param(w.t().to(at::kFloat)), nullptr), {x});
+}
+
+}  // namespace
+
+NodePtr make_linear(ParamPtr weight, ParamPtr bias) {
+  return std::make_unique<BoundLinear>(std::move(weight), std::move(bias));
+}
+
+void register_linear(OpRegistry& r) {
+  r.add("Gemm", lower_gemm);
+  r.add("MatMul", lower_matmul);
+}
+
+}  // namespace distcrown::ops

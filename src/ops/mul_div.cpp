@@ -1,0 +1,93 @@
+#include "distcrown/ops/mul_div.hpp"
+
+#include <ATen/ATen.h>
+
+#include "distcrown/ops/register.hpp"
+
+namespace distcrown::ops {
+namespace {
+
+enum class Kind { kMul, kDiv, kNeg };
+
+class BoundScale final : public BoundNode {
+ public:
+  BoundScale(Kind kind, ParamPtr c) : kind_(kind), c_(std::move(c)) {}
+  std::string op_type() const override {
+    return kind_ == Kind::kMul ? "Mul" : kind_ == Kind::kDiv ? "Div" : "Neg";
+  }
+  bool is_affine() const override { return true; }
+  std::vector<ParamPtr*> params() override {
+    if (c_) return {&c_};
+    return {};
+  }
+
+  at::Tensor forward(std::span<const at::Tensor> x) const override {
+    at::Tensor y = apply(x[0]);
+    TORCH_CHECK(y.sizes() == x[0].sizes(), "the constant broadcasts the variable input ",
+                x[0].sizes(), " to a larger shape ", y.sizes());
+    return y;
+  }
+  Interval ibp(std::span<const Interval* const> x) const override {
+    const at::Tensor a = apply(x[0]->lower);
+    const at::Tensor b = apply(x[0]->upper);
+    return {at::minimum(a, b), at::maximum(a, b)};
+  }
+  std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> /*bounds*/,
+                               BiasPair& bias) const override {
+    // A [S, B, *shape] ⊙ c: c broadcasts right-aligned, past the spec dim.
+    return {map_sides(a, bias, [&](const at::Tensor& A) { return apply(A); }, no_bias)};
+  }
+
+ private:
+  at::Tensor apply(const at::Tensor& t) const {
+    switch (kind_) {
+      case Kind::kMul:
+        return t * c_->get();
+      case Kind::kDiv:
+        return t / c_->get();
+      case Kind::kNeg:
+        break;
+    }
+    return -t;
+  }
+  Kind kind_;
+  ParamPtr c_;
+};
+
+Value lower_mul_div(LoweringContext& ctx, bool divide) {
+  if (ctx.inputs.size() != 2) ctx.fail("expects 2 inputs");
+  if (ctx.all_constant()) {
+    const at::Tensor& a = ctx.constant(0);
+    const at::Tensor& b = ctx.constant(1);
+    return Value::of_constant(divide ? a / b : a * b);
+  }
+  if (ctx.inputs[0].is_bounded() && ctx.inputs[1].is_bounded()) {
+    ctx.unsupported(std::string(divide ? "Div" : "Mul") + " of two variable tensors");
+  }
+  if (divide) {
+    if (!ctx.inputs[0].is_bounded()) ctx.unsupported("Div of a constant by a variable tensor");
+    return ctx.emit(make_div_const(make_param(ctx.constant(1).to(at::kFloat))), {ctx.bounded(0)});
+  }
+  const bool var0 = ctx.inputs[0].is_bounded();
+  const at::Tensor c = (var0 ? ctx.inputs[1] : ctx.inputs[0]).constant.to(at::kFloat);
+  return ctx.emit(make_mul_const(make_param(c)), {var0 ? ctx.inputs[0].node : ctx.inputs[1].node});
+}
+
+Value lower_neg(LoweringContext& ctx) {
+  if (ctx.all_constant()) return Value::of_constant(-ctx.constant(0));
+  return ctx.emit(make_neg(), {ctx.bounded(0)});
+}
+
+}  // namespace
+
+NodePtr make_mul_const(ParamPtr c) { return std::make_unique<BoundScale>(Kind::kMul, std::move(c)); }
+NodePtr make_div_const(ParamPtr c) { return std::make_unique<BoundScale>(Kind::kDiv, std::move(c)); }
+NodePtr make_neg() { return std::make_unique<BoundScale>(Kind::kNeg, nullptr); }
+
+void register_mul_div(OpRegistry& r) {
+  r.add("Mul", [](LoweringContext& c) { return lower_mul_div(c, false); });
+  r.add("Div", [](LoweringContext& c) { return lower_mul_div(c, true); });
+  r.add("Neg", lower_neg);
+}
+
+}  // namespace distcrown::ops

@@ -1,0 +1,201 @@
+#include "distcrown/ops/reshape.hpp"
+
+#include <numeric>
+
+#include <ATen/ATen.h>
+
+#include "distcrown/ops/register.hpp"
+
+namespace distcrown::ops {
+namespace {
+
+std::vector<int64_t> with_lead(std::initializer_list<int64_t> lead, const std::vector<int64_t>& rest) {
+  std::vector<int64_t> s(lead);
+  s.insert(s.end(), rest.begin(), rest.end());
+  return s;
+}
+
+class BoundReshape final : public BoundNode {
+ public:
+  BoundReshape(std::vector<int64_t> shape, std::string op) : shape_(std::move(shape)), op_(op) {}
+  std::string op_type() const override { return op_; }
+  bool is_affine() const override { return true; }
+
+  at::Tensor forward(std::span<const at::Tensor> x) const override {
+    return x[0].reshape(with_lead({x[0].size(0)}, shape_));
+  }
+  Interval ibp(std::span<const Interval* const> x) const override {
+    const auto s = with_lead({x[0]->lower.size(0)}, shape_);
+    return {x[0]->lower.reshape(s), x[0]->upper.reshape(s)};
+  }
+  std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> /*bounds*/,
+                               BiasPair& bias) const override {
+    const auto& in = input_shape(0);
+    const std::vector<int64_t> rest(in.begin() + 1, in.end());
+    return {map_sides(
+        a, bias,
+        [&](const at::Tensor& A) { return A.reshape(with_lead({A.size(0), A.size(1)}, rest)); },
+        no_bias)};
+  }
+
+ private:
+  std::vector<int64_t> shape_;
+  std::string op_;
+};
+
+class BoundTranspose final : public BoundNode {
+ public:
+  explicit BoundTranspose(std::vector<int64_t> perm) : perm_(std::move(perm)) {
+    inverse_.assign(perm_.size(), 0);
+    for (size_t i = 0; i < perm_.size(); ++i) inverse_[size_t(perm_[i])] = int64_t(i);
+  }
+  std::string op_type() const override { return "Transpose"; }
+  bool is_affine() const override { return true; }
+  at::Tensor forward(std::span<const at::Tensor> x) const override {
+    TORCH_CHECK(x[0].dim() == int64_t(perm_.size()), "perm has ", perm_.size(),
+                " entries for a ", x[0].dim(), "-D input");
+    return x[0].permute(perm_);
+  }
+  Interval ibp(std::span<const Interval* const> x) const override {
+    return {x[0]->lower.permute(perm_), x[0]->upper.permute(perm_)};
+  }
+  std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> /*bounds*/,
+                               BiasPair& bias) const override {
+    // A [S, *out_dims] -> [S, *in_dims]: the inverse permutation, shifted past the spec dim.
+    std::vector<int64_t> p{0};
+    for (int64_t d : inverse_) p.push_back(d + 1);
+    return {map_sides(a, bias, [&](const at::Tensor& A) { return A.permute(p); }, no_bias)};
+  }
+
+ private:
+  std::vector<int64_t> perm_;
+  std::vector<int64_t> inverse_;
+};
+
+std::vector<int64_t> sizes_of(const LoweringContext& ctx, size_t i) {
+  const Value& v = ctx.inputs.at(i);
+  if (v.is_constant()) return {v.constant.sizes().begin(), v.constant.sizes().end()};
+  return ctx.builder.shape(v.node);
+}
+
+// Emits a reshape of a bounded input to `full` (batch dim included), which must keep the batch.
+Value emit_reshape(LoweringContext& ctx, const std::vector<int64_t>& full, const char* op) {
+  const auto in = sizes_of(ctx, 0);
+  if (full.empty() || full[0] != in[0]) {
+    ctx.unsupported(std::string(op) + " that changes the batch dimension");
+  }
+  return ctx.emit(make_reshape({full.begin() + 1, full.end()}, op), {ctx.bounded(0)});
+}
+
+Value lower_flatten(LoweringContext& ctx) {
+  const auto in = sizes_of(ctx, 0);
+  int64_t axis = ctx.attrs.get_int("axis", 1);
+  if (axis < 0) axis += int64_t(in.size());
+  if (axis < 0 || axis > int64_t(in.size())) ctx.fail("axis out of range");
+  const int64_t outer = std::accumulate(in.begin(), in.begin() + axis, int64_t{1},
+                                        std::multiplies<>());
+  const int64_t inner = std::accumulate(in.begin() + axis, in.end(), int64_t{1},
+                                        std::multiplies<>());
+  if (ctx.all_constant()) return Value::of_constant(ctx.constant(0).reshape({outer, inner}));
+  return emit_reshape(ctx, {outer, inner}, "Flatten");
+}
+
+Value lower_reshape(LoweringContext& ctx) {
+  const auto in = sizes_of(ctx, 0);
+  const at::Tensor spec = ctx.constant(1).to(at::kLong).contiguous();
+  if (ctx.attrs.get_int("allowzero", 0) != 0) ctx.unsupported("Reshape with allowzero=1");
+  std::vector<int64_t> full(spec.data_ptr<int64_t>(), spec.data_ptr<int64_t>() + spec.numel());
+  for (size_t i = 0; i < full.size(); ++i) {
+    if (full[i] == 0) {
+      if (i >= in.size()) ctx.fail("shape entry 0 at an axis the input does not have");
+      full[i] = in[i];
+    }
+  }
+  const int64_t total = std::accumulate(in.begin(), in.end(), int64_t{1}, std::multiplies<>());
+  int64_t known = 1;
+  int infer = -1;
+  for (size_t i = 0; i < full.size(); ++i) {
+    if (full[i] == -1) {
+      if (infer >= 0) ctx.fail("more than one -1 in the target shape");
+      infer = int(i);
+    } else if (full[i] < 0) {
+      ctx.fail("negative entry in the target shape");
+    } else {
+      known *= full[i];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || total % known != 0) ctx.fail("target shape does not fit the input");
+    full[size_t(infer)] = total / known;
+  }
+  if (std::accumulate(full.begin(), full.end(), int64_t{1}, std::multiplies<>()) != total) {
+    ctx.fail("target shape has a different number of elements than the input");
+  }
+  if (ctx.all_constant()) return Value::of_constant(ctx.constant(0).reshape(full));
+  return emit_reshape(ctx, full, "Reshape");
+}
+
+Value lower_transpose(LoweringContext& ctx) {
+  const auto in = sizes_of(ctx, 0);
+  std::vector<int64_t> perm(in.size());
+  for (size_t i = 0; i < perm.size(); ++i) perm[i] = int64_t(perm.size() - 1 - i);
+  perm = ctx.attrs.get_ints("perm", perm);
+  if (ctx.all_constant()) return Value::of_constant(ctx.constant(0).permute(perm).contiguous());
+  if (perm.empty() || perm[0] != 0) ctx.unsupported("Transpose that moves the batch dimension");
+  return ctx.emit(make_transpose(perm), {ctx.bounded(0)});
+}
+
+Value lower_shape(LoweringContext& ctx) {
+  const auto in = sizes_of(ctx, 0);  // static shapes: Shape is always a constant
+  return Value::of_constant(at::tensor(in, at::kLong));
+}
+
+Value lower_unsqueeze_squeeze(LoweringContext& ctx, bool unsqueeze) {
+  std::vector<int64_t> axes = ctx.attrs.get_ints("axes", {});
+  if (ctx.has_input(1)) {  // opset >= 13: axes is an input
+    const at::Tensor a = ctx.constant(1).to(at::kLong).contiguous();
+    axes.assign(a.data_ptr<int64_t>(), a.data_ptr<int64_t>() + a.numel());
+  }
+  auto shape = sizes_of(ctx, 0);
+  if (unsqueeze) {
+    const auto rank = int64_t(shape.size() + axes.size());
+    for (auto& a : axes) a = a < 0 ? a + rank : a;
+    std::sort(axes.begin(), axes.end());
+    for (int64_t a : axes) shape.insert(shape.begin() + a, 1);
+  } else {
+    const auto rank = int64_t(shape.size());
+    if (axes.empty()) {
+      for (int64_t i = 0; i < rank; ++i) {
+        if (shape[size_t(i)] == 1) axes.push_back(i);
+      }
+    }
+    for (auto& a : axes) a = a < 0 ? a + rank : a;
+    std::sort(axes.rbegin(), axes.rend());
+    for (int64_t a : axes) {
+      if (a >= rank || shape[size_t(a)] != 1) ctx.fail("Squeeze of a dimension that is not 1");
+      shape.erase(shape.begin() + a);
+    }
+  }
+  if (ctx.all_constant()) return Value::of_constant(ctx.constant(0).reshape(shape));
+  return emit_reshape(ctx, shape, unsqueeze ? "Unsqueeze" : "Squeeze");
+}
+
+}  // namespace
+
+NodePtr make_reshape(std::vector<int64_t> shape, std::string op_type) {
+  return std::make_unique<BoundReshape>(std::move(shape), std::move(op_type));
+}
+NodePtr make_transpose(std::vector<int64_t> perm) {
+  return std::make_unique<BoundTranspose>(std::move(perm));
+}
+
+void register_reshape(OpRegistry& r) {
+  r.add("Flatten", lower_flatten);
+  r.add("Reshape", lower_reshape);
+  r.add("Transpose", lower_transpose);
+  r.add("Shape", lower_shape);
+  r.add("Unsqueeze", [](LoweringContext& c) { return lower_unsqueeze_squeeze(c, true); });
+  r.add("Squeeze", [](LoweringContext& c) { return lower_unsqueeze_squeeze(c, false); });
+}
+
+}  // namespace distcrown::ops
