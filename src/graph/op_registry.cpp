@@ -58,8 +58,8 @@ Value LoweringContext::emit(NodePtr op, std::vector<int> from, const std::string
   try {
     return Value::of_node(builder.add(name + suffix, std::move(op), std::move(from)));
   } catch (const ModelError& e) {
-    // GraphBuilder names the node but not the file; say both.
-    throw ModelError(where + ": " + e.what());
+    // GraphBuilder names the node but not the file.
+    throw ModelError(source + ": " + e.what());
   }
 }
 

@@ -137,7 +137,7 @@ BoundGraph build(const OnnxModel& model, const std::string& source) {
     const LowerFn* lower = registry.find(node.op_type);
     if (!lower) throw UnsupportedError(where + ": unsupported operator " + node.op_type);
     const AttributeMap attrs = to_attributes(node, where);
-    LoweringContext ctx{label, node.op_type, where, attrs, {}, builder};
+    LoweringContext ctx{label, node.op_type, source, where, attrs, {}, builder};
     for (const auto& name : node.inputs) {
       if (name.empty()) {
         ctx.inputs.push_back(Value{});  // an omitted optional input

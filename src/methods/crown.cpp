@@ -93,18 +93,26 @@ Interval CrownEngine::chunked_rows(int start, const at::Tensor& rows) {
   return {at::cat(lower, 1), at::cat(upper, 1)};
 }
 
-Interval CrownEngine::backward_rows(int start, const at::Tensor& rows) {
-  // A = one-hot rows: [k, B, *shape] with A[j, b, rows[j]] = 1.
-  const auto& shape = g_.node(start).shape;
-  const int64_t B = box_.lower.size(0);
+namespace {
+// One-hot rows of a node: [k, B, *shape] with A[j, b, rows[j]] = 1. Returned as the only
+// reference, so the backward pass can free it after the first step.
+at::Tensor one_hot_rows(const at::Tensor& rows, const std::vector<int64_t>& shape, int64_t B,
+                        const at::TensorOptions& options) {
   const int64_t n = per_batch_numel(shape);
   const int64_t k = rows.numel();
-  at::Tensor eye = at::zeros({k, n}, box_.lower.options());
-  eye.scatter_(1, rows.reshape({k, 1}), 1.0);
+  at::Tensor eye = at::zeros({k, B, n}, options);
+  eye.scatter_(2, rows.reshape({k, 1, 1}).expand({k, B, 1}), 1.0);
   std::vector<int64_t> full{k, B};
   full.insert(full.end(), shape.begin() + 1, shape.end());
-  at::Tensor A = eye.reshape({k, 1, n}).expand({k, B, n}).reshape(full);
-  return backward_from(start, BoundA{A, A});
+  return eye.reshape(full);
+}
+}  // namespace
+
+Interval CrownEngine::backward_rows(int start, const at::Tensor& rows) {
+  at::Tensor A = one_hot_rows(rows, g_.node(start).shape, box_.lower.size(0), box_.lower.options());
+  BoundA a{A, A};
+  A = {};
+  return backward_from(start, std::move(a));
 }
 
 Interval CrownEngine::backward_from(int start, BoundA a) {
@@ -157,11 +165,13 @@ Interval CrownEngine::output_bounds(const at::Tensor& C) {
     }
     std::vector<int64_t> full{C.size(0), B};
     full.insert(full.end(), shape.begin() + 1, shape.end());
-    const at::Tensor A = C.to(box_.lower.scalar_type())
-                             .reshape({C.size(0), 1, n})
-                             .expand({C.size(0), B, n})
-                             .reshape(full);
-    result = backward_from(out, BoundA{A, A});
+    at::Tensor A = C.to(box_.lower.scalar_type())
+                       .reshape({C.size(0), 1, n})
+                       .expand({C.size(0), B, n})
+                       .reshape(full);
+    BoundA a{A, A};
+    A = {};
+    result = backward_from(out, std::move(a));
   }
   if (opt_.scheme == IntermediateScheme::kTight) {
     std::vector<const Interval*> args;

@@ -18,6 +18,19 @@ ReluRelaxation relu_relaxation(const Interval& pre) {
 
 namespace {
 
+// A [S, B, *shape] -> pos·d_pos + neg·d_neg; the intercept b_u enters the bias through the
+// coefficients that take the upper line (negative ones for the lower bound, positive for the upper).
+at::Tensor relax_side(const at::Tensor& A, const at::Tensor& d_pos, const at::Tensor& d_neg,
+                      const at::Tensor& upper_b, at::Tensor& bias, bool upper_side) {
+  at::Tensor pos = A.clamp_min(0);
+  at::Tensor neg = A.clamp_max(0);
+  accumulate(bias, contract(upper_side ? pos : neg, upper_b));
+  pos.mul_(d_pos);
+  neg.mul_(d_neg);
+  pos.add_(neg);
+  return pos;
+}
+
 class BoundRelu final : public BoundNode {
  public:
   std::string op_type() const override { return "Relu"; }
@@ -34,19 +47,10 @@ class BoundRelu final : public BoundNode {
     // A [S, B, *shape]; the relaxation broadcasts over S.
     const ReluRelaxation r = relu_relaxation(*bounds[0]);
     BoundA out;
-    if (a.lA.defined()) {
-      // Lower bound: positive coefficients take the lower line, negative ones the upper line.
-      const at::Tensor pos = a.lA.clamp_min(0);
-      const at::Tensor neg = a.lA.clamp_max(0);
-      out.lA = pos * r.lower_d + neg * r.upper_d;
-      accumulate(bias.lower, contract(neg, r.upper_b));
-    }
-    if (a.uA.defined()) {
-      const at::Tensor pos = a.uA.clamp_min(0);
-      const at::Tensor neg = a.uA.clamp_max(0);
-      out.uA = pos * r.upper_d + neg * r.lower_d;
-      accumulate(bias.upper, contract(pos, r.upper_b));
-    }
+    // Lower bound: positive coefficients take the lower line, negative ones the upper line (the
+    // upper side the other way round). In-place products keep at most two A-sized temporaries.
+    if (a.lA.defined()) out.lA = relax_side(a.lA, r.lower_d, r.upper_d, r.upper_b, bias.lower, false);
+    if (a.uA.defined()) out.uA = relax_side(a.uA, r.upper_d, r.lower_d, r.upper_b, bias.upper, true);
     return {out};
   }
 };

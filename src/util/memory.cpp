@@ -1,9 +1,12 @@
 #include "distcrown/util/memory.hpp"
 
 #include <atomic>
+#include <cstring>
 #include <mutex>
 
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/alignment.h>
+#include <c10/core/impl/alloc_cpu.h>
 
 namespace distcrown::memory {
 namespace {
@@ -12,17 +15,9 @@ std::atomic<int64_t> g_live{0};
 std::atomic<int64_t> g_peak{0};
 std::atomic<bool> g_installed{false};
 
-// Context kept in each DataPtr: the wrapped allocation and its size, so the deleter can subtract it.
-struct CountedBlock {
-  c10::DataPtr inner;
-  int64_t bytes;
-};
-
-void count_free(void* ctx) {
-  auto* block = static_cast<CountedBlock*>(ctx);
-  g_live.fetch_sub(block->bytes, std::memory_order_relaxed);
-  delete block;  // releases the wrapped DataPtr (and so the memory) through its own deleter
-}
+// Each block carries its size in a header of kAlignment bytes just before the data, so the
+// DataPtr stays "simple" (data == context), which some LibTorch kernels assert.
+constexpr size_t kHeader = c10::gAlignment;
 
 void bump_peak(int64_t now) {
   int64_t seen = g_peak.load(std::memory_order_relaxed);
@@ -30,27 +25,31 @@ void bump_peak(int64_t now) {
   }
 }
 
+void counted_free(void* data) {
+  if (data == nullptr) return;
+  char* base = static_cast<char*>(data) - kHeader;
+  int64_t bytes = 0;
+  std::memcpy(&bytes, base, sizeof bytes);
+  g_live.fetch_sub(bytes, std::memory_order_relaxed);
+  c10::free_cpu(base);
+}
+
 class CountingAllocator final : public c10::Allocator {
  public:
-  explicit CountingAllocator(c10::Allocator* inner) : inner_(inner) {}
-
   c10::DataPtr allocate(size_t n) override {
-    c10::DataPtr raw = inner_->allocate(n);
-    void* data = raw.get();
+    char* base = static_cast<char*>(c10::alloc_cpu(n + kHeader));
     const auto bytes = static_cast<int64_t>(n);
-    auto block = std::make_unique<CountedBlock>(CountedBlock{std::move(raw), bytes});
+    std::memcpy(base, &bytes, sizeof bytes);
     bump_peak(g_live.fetch_add(bytes, std::memory_order_relaxed) + bytes);
-    return {data, block.release(), &count_free, c10::Device(c10::DeviceType::CPU)};
+    void* data = base + kHeader;
+    return {data, data, &counted_free, c10::Device(c10::DeviceType::CPU)};
   }
 
-  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  c10::DeleterFnPtr raw_deleter() const override { return &counted_free; }
 
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     default_copy_data(dest, src, count);
   }
-
- private:
-  c10::Allocator* inner_;
 };
 
 }  // namespace
@@ -58,8 +57,8 @@ class CountingAllocator final : public c10::Allocator {
 void install_counting_allocator() {
   static std::once_flag once;
   std::call_once(once, [] {
-    // Leaked on purpose: LibTorch keeps a raw pointer to the allocator until process exit.
-    static CountingAllocator counting(c10::GetDefaultCPUAllocator());
+    // Static on purpose: LibTorch keeps a raw pointer to the allocator until process exit.
+    static CountingAllocator counting;
     c10::SetCPUAllocator(&counting, /*priority=*/100);
     g_installed = true;
   });

@@ -44,6 +44,7 @@ struct AttributeMap {
 struct LoweringContext {
   std::string name;     // node name (or its first output's name when unnamed)
   std::string op_type;  // e.g. "Gemm"
+  std::string source;   // "model.onnx"
   std::string where;    // "model.onnx: node 'name' (Gemm)", the prefix of every message
   const AttributeMap& attrs;
   std::vector<Value> inputs;

@@ -1,0 +1,142 @@
+// bench_bounds: time and peak memory of IBP and CROWN on the fixture models, and of CROWN on the
+// wide MLPs the reference paper measured (input 784, batch 1, Linf eps 0.02, random weights with
+// a fixed seed), with and without --crown-batch-size. Prints one table.
+//
+//   build/bin/bench_bounds [--fixtures DIR] [--repeat R] [--chunk N] [--only fixtures|wide]
+//
+// Memory is live tensor bytes (counting allocator): baseline after loading, peak during bounding.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <CLI/CLI.hpp>
+#include <c10/core/GradMode.h>
+
+#include "distcrown/graph/synthetic.hpp"
+#include "distcrown/io/problem.hpp"
+#include "distcrown/methods/crown.hpp"
+#include "distcrown/util/memory.hpp"
+
+namespace {
+
+using namespace distcrown;
+
+struct Row {
+  std::string model;
+  std::string method;
+  int64_t chunk;
+  double median_s;
+  double baseline_mb;
+  double peak_mb;
+  double ref_peak_mb;  // 0 = no reference
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+Row measure(const std::string& name, const BoundGraph& g, const InputBox& box, Method method,
+            int64_t chunk, int repeat, double ref_peak_mb) {
+  BoundOptions opt;
+  opt.crown_batch_size = chunk;
+  std::vector<double> times;
+  int64_t peak = 0;
+  const int64_t baseline = memory::live_bytes();
+  for (int r = 0; r < repeat; ++r) {
+    memory::reset_peak();
+    const auto t0 = std::chrono::steady_clock::now();
+    Interval b = compute_bounds(g, box, method, opt);
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    b = {};
+    peak = std::max(peak, memory::peak_bytes());
+  }
+  return {name, to_string(method), chunk, median(times), baseline / 1e6, peak / 1e6, ref_peak_mb};
+}
+
+void print(const Row& r) {
+  char ref[64] = "-";
+  if (r.ref_peak_mb > 0) {
+    std::snprintf(ref, sizeof ref, "%.1f (%.2fx)", r.ref_peak_mb, r.peak_mb / r.ref_peak_mb);
+  }
+  std::printf("| %-28s | %-5s | %6s | %9.3f | %11.1f | %9.1f | %-18s |\n", r.model.c_str(),
+              r.method.c_str(), r.chunk ? std::to_string(r.chunk).c_str() : "-", r.median_s,
+              r.baseline_mb, r.peak_mb, ref);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  memory::install_counting_allocator();
+  c10::NoGradGuard no_grad;
+  CLI::App app{"bench_bounds"};
+  std::string fixtures = DISTCROWN_DEFAULT_FIXTURES;
+  int repeat = 3;
+  int64_t chunk = 512;
+  std::string only;
+  int threads = 1;
+  app.add_option("--fixtures", fixtures, "fixtures folder")->capture_default_str();
+  app.add_option("--repeat", repeat, "runs per configuration (median reported)");
+  app.add_option("--chunk", chunk, "--crown-batch-size used for the chunked rows");
+  app.add_option("--only", only, "fixtures or wide");
+  app.add_option("--threads", threads, "torch intra-op threads");
+  CLI11_PARSE(app, argc, argv);
+  at::set_num_threads(threads);
+
+  std::printf("| %-28s | %-5s | %6s | %9s | %11s | %9s | %-18s |\n", "model", "method", "chunk",
+              "median s", "baseline MB", "peak MB", "ref peak MB (ratio)");
+  std::printf("|%s|%s|%s|%s|%s|%s|%s|\n", std::string(30, '-').c_str(),
+              std::string(7, '-').c_str(), std::string(8, '-').c_str(),
+              std::string(11, '-').c_str(), std::string(13, '-').c_str(),
+              std::string(11, '-').c_str(), std::string(20, '-').c_str());
+
+  namespace fs = std::filesystem;
+  if (only.empty() || only == "fixtures") {
+    if (!fs::is_directory(fs::path(fixtures) / "refs")) {
+      std::printf("(fixtures not found at %s: skipped)\n", fixtures.c_str());
+    } else {
+      // One representative spec per model: the case names in refs/.
+      const std::vector<std::pair<std::string, std::string>> cases = {
+          {"mnist_256x2", "mnist_prop_1_0.05"},
+          {"mnist_256x4", "mnist_prop_1_0.05"},
+          {"mnist_256x6", "mnist_prop_1_0.05"},
+          {"acasxu_1_1", "acasxu_prop_1"},
+          {"oval21_base", "oval21_cifar_base_kw-img2578-eps0.021176470588235297"},
+          {"cifar10_resnet_2b", "cifar10_resnet_2b_prop_0_eps_0.008"}};
+      for (const auto& [model, spec] : cases) {
+        io::Problem p =
+            io::load_problem((fs::path(fixtures) / "models" / (model + ".onnx")).string(),
+                             (fs::path(fixtures) / "specs" / (spec + ".vnnlib")).string());
+        const InputBox box = io::box_of(p.property.cases.front(), p.graph, at::kFloat);
+        print(measure(model, p.graph, box, Method::kIbp, 0, repeat, 0));
+        print(measure(model, p.graph, box, Method::kCrown, 0, repeat, 0));
+      }
+    }
+  }
+  if (only.empty() || only == "wide") {
+    struct Wide {
+      int64_t h;
+      int d;
+      double ref_peak_mb;  // auto_LiRPA single-device peak measured by the reference paper
+    };
+    for (const Wide w : {Wide{1024, 4, 149.6}, Wide{4096, 4, 1944.9}, Wide{8192, 4, 7593.9},
+                         Wide{4096, 8, 7934.0}}) {
+      const std::string name = "mlp 784-" + std::to_string(w.h) + "x" + std::to_string(w.d);
+      BoundGraph g = make_random_mlp(784, w.h, w.d, 10, /*seed=*/0);
+      at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(1);
+      const at::Tensor x = at::empty({1, 784}, at::kFloat).uniform_(0, 1, gen);
+      const InputBox box{x - 0.02, x + 0.02};
+      const int reps = w.h >= 4096 ? 1 : repeat;
+      print(measure(name, g, box, Method::kCrown, 0, reps, w.ref_peak_mb));
+      print(measure(name, g, box, Method::kCrown, chunk, reps, w.ref_peak_mb));
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,78 @@
+#pragma once
+// Communicator: the small collective interface every distributed piece uses (c10d style: an
+// abstract interface, backends behind it). Backends:
+//   Local  P = 1, no MPI needed at runtime
+//   MPI    Open MPI; CPU tensors directly, CUDA tensors staged through host memory
+//   NCCL   CUDA tensors on the current LibTorch stream; unique id broadcast over MPI; one GPU
+//          per rank, chosen from the local rank
+// All calls are collective and blocking: every rank must make the same calls in the same order.
+// Tensors must be contiguous; results are written in place or into `out`.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+namespace distcrown::dist {
+
+enum class ReduceOp { kSum, kMax, kMin };
+
+/// Counters of the collectives one communicator made (for the memory/comm report).
+struct CommStats {
+  int64_t calls = 0;
+  int64_t bytes = 0;    // payload bytes this rank sent into collectives
+  double time_s = 0.0;  // wall time spent inside collectives
+};
+
+class Communicator {
+ public:
+  Communicator() = default;
+  virtual ~Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  [[nodiscard]] virtual int rank() const = 0;
+  [[nodiscard]] virtual int size() const = 0;
+  [[nodiscard]] virtual std::string backend() const = 0;  // "local", "mpi", "nccl"
+
+  /// t = op over ranks of t (elementwise), in place.
+  virtual void all_reduce(at::Tensor& t, ReduceOp op) = 0;
+  /// out = concat over ranks (rank-major) of each rank's `in`; every rank's `in` has the same
+  /// numel; out is contiguous with numel = size() * in.numel() (any shape), same dtype/device.
+  virtual void all_gather(const at::Tensor& in, at::Tensor& out) = 0;
+  /// out = this rank's block of op over ranks of `in`; in.numel() = size() * out.numel().
+  virtual void reduce_scatter(const at::Tensor& in, at::Tensor& out, ReduceOp op) = 0;
+  /// t = root's t, in place.
+  virtual void broadcast(at::Tensor& t, int root) = 0;
+  virtual void barrier() = 0;
+  /// Host-side control message: every rank's string, in rank order (not counted in stats).
+  [[nodiscard]] virtual std::vector<std::string> all_gather_strings(const std::string& s) = 0;
+
+  [[nodiscard]] const CommStats& stats() const { return stats_; }
+  void reset_stats() { stats_ = {}; }
+
+ protected:
+  CommStats stats_;
+};
+
+using CommPtr = std::shared_ptr<Communicator>;
+
+/// P = 1, no MPI.
+CommPtr make_local_communicator();
+
+/// MPI_COMM_WORLD (initializes MPI on first use, finalizes when the last MPI communicator is
+/// destroyed). Throws distcrown::Error when MPI cannot be initialized.
+CommPtr make_mpi_communicator();
+
+/// NCCL over all MPI ranks, one GPU per rank (local rank modulo device count). Throws
+/// distcrown::Error when built without NCCL or when no GPU is usable.
+CommPtr make_nccl_communicator();
+
+/// True when this process was started by mpirun/mpiexec (Open MPI, MPICH or PMI environment).
+bool launched_under_mpi();
+
+/// True when the library was built with NCCL support and a CUDA device is usable right now.
+bool nccl_available();
+
+}  // namespace distcrown::dist

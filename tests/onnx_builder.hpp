@@ -1,0 +1,161 @@
+#pragma once
+// Builds small ONNX models (io::OnnxModel) in tests, serializes them with serialize_onnx_model and
+// writes them to temporary files:
+//
+//   OnnxBuilder b;
+//   b.input("x", {1, 4}).output("y");
+//   b.initializer("W", at::randn({3, 4}));
+//   b.node("fc", "Gemm", {"x", "W"}, {"y"}, {attr_int("transB", 1)});
+//   BoundGraph g = io::load_onnx_bytes(b.bytes(), "fc.onnx");
+#include <stdlib.h>  // mkdtemp
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "distcrown/io/onnx_model.hpp"
+
+namespace distcrown::testing {
+
+/// An ONNX tensor holding `t`'s values (float32, float64, int64 or int32), row-major.
+inline io::OnnxTensor onnx_tensor(const std::string& name, const at::Tensor& t) {
+  io::OnnxTensor out;
+  out.name = name;
+  switch (t.scalar_type()) {
+    case at::kFloat:
+      out.data_type = io::kOnnxFloat;
+      break;
+    case at::kDouble:
+      out.data_type = io::kOnnxDouble;
+      break;
+    case at::kLong:
+      out.data_type = io::kOnnxInt64;
+      break;
+    case at::kInt:
+      out.data_type = io::kOnnxInt32;
+      break;
+    default:
+      throw std::invalid_argument("onnx_tensor: unsupported scalar type");
+  }
+  out.dims.assign(t.sizes().begin(), t.sizes().end());
+  const at::Tensor c = t.contiguous();
+  out.bytes.assign(static_cast<const char*>(c.data_ptr()), size_t(c.nbytes()));
+  return out;
+}
+
+inline io::OnnxAttribute attr_int(const std::string& name, int64_t v) {
+  io::OnnxAttribute a;
+  a.name = name;
+  a.kind = io::OnnxAttribute::Kind::kInt;
+  a.i = v;
+  return a;
+}
+
+inline io::OnnxAttribute attr_ints(const std::string& name, std::vector<int64_t> v) {
+  io::OnnxAttribute a;
+  a.name = name;
+  a.kind = io::OnnxAttribute::Kind::kInts;
+  a.ints = std::move(v);
+  return a;
+}
+
+inline io::OnnxAttribute attr_float(const std::string& name, double v) {
+  io::OnnxAttribute a;
+  a.name = name;
+  a.kind = io::OnnxAttribute::Kind::kFloat;
+  a.f = v;
+  return a;
+}
+
+inline io::OnnxAttribute attr_string(const std::string& name, std::string v) {
+  io::OnnxAttribute a;
+  a.name = name;
+  a.kind = io::OnnxAttribute::Kind::kString;
+  a.s = std::move(v);
+  return a;
+}
+
+inline io::OnnxAttribute attr_tensor(const std::string& name, const at::Tensor& t) {
+  io::OnnxAttribute a;
+  a.name = name;
+  a.kind = io::OnnxAttribute::Kind::kTensor;
+  a.t = onnx_tensor("", t);
+  return a;
+}
+
+class OnnxBuilder {
+ public:
+  /// A float graph input; a dim < 0 is written as a symbolic dimension.
+  OnnxBuilder& input(const std::string& name, std::vector<int64_t> dims) {
+    model_.inputs.push_back({name, true, io::kOnnxFloat, true, std::move(dims)});
+    return *this;
+  }
+  OnnxBuilder& output(const std::string& name, std::vector<int64_t> dims = {}) {
+    model_.outputs.push_back({name, true, io::kOnnxFloat, true, std::move(dims)});
+    return *this;
+  }
+  OnnxBuilder& initializer(const std::string& name, const at::Tensor& t) {
+    model_.initializers.push_back(onnx_tensor(name, t));
+    return *this;
+  }
+  OnnxBuilder& node(const std::string& name, const std::string& op_type,
+                    std::vector<std::string> inputs, std::vector<std::string> outputs,
+                    std::vector<io::OnnxAttribute> attributes = {}) {
+    model_.nodes.push_back(
+        {name, op_type, "", std::move(inputs), std::move(outputs), std::move(attributes)});
+    return *this;
+  }
+
+  io::OnnxModel& model() { return model_; }
+  [[nodiscard]] std::string bytes() const { return io::serialize_onnx_model(model_); }
+
+ private:
+  io::OnnxModel model_;
+};
+
+/// A fresh directory under the system temp dir, removed with its contents on destruction.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "distcrown_test_XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed: " + tmpl);
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
+  [[nodiscard]] std::filesystem::path operator/(const std::string& name) const {
+    return path_ / name;
+  }
+
+ private:
+  std::filesystem::path path_;
+};
+
+/// Writes `bytes` to `path` (binary) and returns the path.
+inline std::filesystem::path write_file(const std::filesystem::path& path,
+                                        const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(bytes.data(), std::streamsize(bytes.size()));
+  if (!out) throw std::runtime_error("cannot write " + path.string());
+  return path;
+}
+
+/// The whole content of a file (binary).
+inline std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path.string());
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+}  // namespace distcrown::testing

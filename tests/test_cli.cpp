@@ -1,0 +1,259 @@
+// End-to-end tests of the distcrown executable (DISTCROWN_CLI_PATH): `distcrown bounds` on the
+// embedded default and on files, its table and --json output, and its error reporting (one line
+// on stderr starting "distcrown: error:", non-zero exit).
+#include <sys/wait.h>
+
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fixtures.hpp"
+#include "onnx_builder.hpp"
+
+namespace distcrown {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const fs::path kSourceDir = DISTCROWN_SOURCE_DIR;
+const fs::path kExampleModel = kSourceDir / "examples" / "digits_mlp.onnx";
+const fs::path kExampleProperty = kSourceDir / "examples" / "digits_mlp_prop.vnnlib";
+constexpr size_t kDigitsOutputs = 10;
+constexpr size_t kDigitsLabel = 2;  // examples/README.md: test image 0 is a 2
+
+std::string quote(const std::string& s) { return "'" + s + "'"; }
+std::string quote(const fs::path& p) { return quote(p.string()); }
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+class Cli : public ::testing::Test {
+ protected:
+  // Runs `distcrown <args>` with stdout and stderr captured in the temp dir.
+  CliResult run(const std::string& args) {
+    const fs::path out = dir_ / "stdout.txt";
+    const fs::path err = dir_ / "stderr.txt";
+    const std::string cmd = quote(std::string(DISTCROWN_CLI_PATH)) + " " + args + " >" +
+                            quote(out) + " 2>" + quote(err);
+    const int status = std::system(cmd.c_str());
+    CliResult r;
+    if (status != -1 && WIFEXITED(status)) {
+      r.exit_code = WEXITSTATUS(status);
+    } else if (status != -1 && WIFSIGNALED(status)) {
+      r.exit_code = 128 + WTERMSIG(status);
+    }
+    r.out = testing::read_file(out);
+    r.err = testing::read_file(err);
+    return r;
+  }
+
+  // Runs `distcrown bounds <args> --json FILE`, expects success and returns the JSON.
+  json bounds_json(const std::string& args) {
+    const fs::path file = dir_ / "bounds.json";
+    fs::remove(file);
+    const CliResult r = run("bounds " + args + " --json " + quote(file));
+    EXPECT_EQ(r.exit_code, 0) << "args: " << args << "\nstderr: " << r.err;
+    if (!fs::exists(file)) {
+      ADD_FAILURE() << "no JSON written for: " << args;
+      return json::object();
+    }
+    return testing::read_json(file);
+  }
+
+  fs::path write(const std::string& name, const std::string& content) {
+    return testing::write_file(dir_ / name, content);
+  }
+
+  testing::TempDir dir_;
+};
+
+// The JSON contract: method, lower/upper (n floats, lower <= upper), time_s and memory in bytes.
+void expect_bounds_json(const json& j, const std::string& method, size_t n) {
+  ASSERT_TRUE(j.is_object()) << j.dump();
+  EXPECT_EQ(j.value("method", ""), method);
+  ASSERT_TRUE(j.contains("lower") && j["lower"].is_array()) << j.dump();
+  ASSERT_TRUE(j.contains("upper") && j["upper"].is_array()) << j.dump();
+  ASSERT_EQ(j["lower"].size(), n);
+  ASSERT_EQ(j["upper"].size(), n);
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_TRUE(j["lower"][i].is_number() && j["upper"][i].is_number()) << j.dump();
+    EXPECT_LE(j["lower"][i].get<double>(), j["upper"][i].get<double>()) << "output " << i;
+  }
+  ASSERT_TRUE(j.contains("time_s") && j["time_s"].is_number()) << j.dump();
+  EXPECT_GE(j["time_s"].get<double>(), 0.0);
+  ASSERT_TRUE(j.contains("memory") && j["memory"].is_object()) << j.dump();
+  for (const char* key : {"baseline_bytes", "peak_bytes"}) {
+    ASSERT_TRUE(j["memory"].contains(key)) << key;
+    EXPECT_TRUE(j["memory"][key].is_number_integer()) << key << ": " << j["memory"][key];
+    EXPECT_GE(j["memory"][key].get<int64_t>(), 0) << key;
+  }
+}
+
+std::vector<double> doubles(const json& j) { return j.get<std::vector<double>>(); }
+
+size_t count_lines(const std::string& s) {
+  size_t n = 0;
+  for (char c : s) n += c == '\n' ? 1 : 0;
+  return n;
+}
+
+// A failed run: non-zero exit, and stderr exactly one line "distcrown: error: ..." that contains
+// every fragment.
+void expect_one_error_line(const CliResult& r, const std::vector<std::string>& fragments) {
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(count_lines(r.err), 1u) << "stderr:\n" << r.err;
+  EXPECT_TRUE(!r.err.empty() && r.err.back() == '\n') << "stderr:\n" << r.err;
+  EXPECT_EQ(r.err.rfind("distcrown: error:", 0), 0u) << "stderr:\n" << r.err;
+  for (const auto& f : fragments) {
+    EXPECT_NE(r.err.find(f), std::string::npos) << "stderr lacks '" << f << "':\n" << r.err;
+  }
+}
+
+TEST_F(Cli, BoundsWithoutArgumentsPrintsATable) {
+  const CliResult r = run("bounds");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_NE(r.out.find("crown bounds of 10 outputs"), std::string::npos) << r.out;
+  std::istringstream lines(r.out);
+  std::string line;
+  size_t rows = 0;
+  bool header = false;
+  while (std::getline(lines, line)) {
+    char name[16];
+    double lo = 0;
+    double hi = 0;
+    if (std::sscanf(line.c_str(), " %15s %lf %lf", name, &lo, &hi) == 3 &&
+        std::string(name) == "Y_" + std::to_string(rows)) {
+      EXPECT_LE(lo, hi) << line;
+      ++rows;
+    } else if (line.find("output") != std::string::npos &&
+               line.find("lower") != std::string::npos && line.find("upper") != std::string::npos) {
+      header = true;
+    }
+  }
+  EXPECT_TRUE(header) << r.out;
+  EXPECT_EQ(rows, kDigitsOutputs) << r.out;
+}
+
+TEST_F(Cli, JsonOutputIbpAndCrown) {
+  for (const std::string method : {"ibp", "crown"}) {
+    SCOPED_TRACE(method);
+    expect_bounds_json(bounds_json("--method " + method), method, kDigitsOutputs);
+  }
+}
+
+TEST_F(Cli, CrownBatchSizeDoesNotChangeBounds) {
+  const json all = bounds_json("--method crown");
+  const json batched = bounds_json("--method crown --crown-batch-size 5");
+  expect_bounds_json(batched, "crown", kDigitsOutputs);
+  EXPECT_EQ(doubles(batched["lower"]), doubles(all["lower"]));
+  EXPECT_EQ(doubles(batched["upper"]), doubles(all["upper"]));
+}
+
+TEST_F(Cli, EmbeddedDefaultIsVerifiedByCrown) {
+  // examples/README.md: the label is 2 and the property is UNSAT, with a margin that plain
+  // interval arithmetic already proves; CROWN's output bounds must separate Y_2 from the rest.
+  const json j = bounds_json("--method crown");
+  expect_bounds_json(j, "crown", kDigitsOutputs);
+  const auto lower = doubles(j["lower"]);
+  const auto upper = doubles(j["upper"]);
+  for (size_t k = 0; k < kDigitsOutputs; ++k) {
+    if (k == kDigitsLabel) continue;
+    EXPECT_GT(lower[kDigitsLabel], upper[k]) << "Y_2 lower vs Y_" << k << " upper";
+  }
+}
+
+TEST_F(Cli, ExampleFilesGiveTheEmbeddedDefaultsBounds) {
+  const std::string files =
+      "--model " + quote(kExampleModel) + " --vnnlib " + quote(kExampleProperty);
+  for (const std::string method : {"ibp", "crown"}) {
+    SCOPED_TRACE(method);
+    const json embedded = bounds_json("--method " + method);
+    const json from_files = bounds_json(files + " --method " + method);
+    expect_bounds_json(from_files, method, kDigitsOutputs);
+    EXPECT_EQ(doubles(from_files["lower"]), doubles(embedded["lower"]));
+    EXPECT_EQ(doubles(from_files["upper"]), doubles(embedded["upper"]));
+  }
+}
+
+TEST_F(Cli, CorruptModelFile) {
+  const fs::path model = write("corrupt.onnx", "\x08\x07this is not an ONNX model\xff\xfe\x01");
+  const CliResult r =
+      run("bounds --model " + quote(model) + " --vnnlib " + quote(kExampleProperty));
+  expect_one_error_line(r, {model.string()});
+}
+
+TEST_F(Cli, VnnlibSyntaxError) {
+  const fs::path prop = write("syntax.vnnlib",
+                              "(declare-const X_0 Real)\n"
+                              "(assert (<= X_0 0.5) ))\n");
+  const CliResult r = run("bounds --model " + quote(kExampleModel) + " --vnnlib " + quote(prop));
+  expect_one_error_line(r, {prop.string() + ":2:"});
+  // FILE:LINE:COL: with a numeric column.
+  const size_t at = r.err.find(prop.string() + ":2:");
+  ASSERT_NE(at, std::string::npos);
+  size_t i = at + prop.string().size() + 3;
+  EXPECT_TRUE(i < r.err.size() && std::isdigit(static_cast<unsigned char>(r.err[i]))) << r.err;
+  while (i < r.err.size() && std::isdigit(static_cast<unsigned char>(r.err[i]))) ++i;
+  EXPECT_TRUE(i < r.err.size() && r.err[i] == ':') << r.err;
+}
+
+TEST_F(Cli, PropertyInputCountDoesNotMatchModel) {
+  std::string text;
+  for (int i = 0; i < 3; ++i) text += "(declare-const X_" + std::to_string(i) + " Real)\n";
+  for (int j = 0; j < 10; ++j) text += "(declare-const Y_" + std::to_string(j) + " Real)\n";
+  for (int i = 0; i < 3; ++i) {
+    const std::string x = "X_" + std::to_string(i);
+    text += "(assert (>= " + x + " 0.0))\n(assert (<= " + x + " 1.0))\n";
+  }
+  text += "(assert (>= Y_0 Y_1))\n";
+  const fs::path prop = write("three_inputs.vnnlib", text);
+  const CliResult r = run("bounds --model " + quote(kExampleModel) + " --vnnlib " + quote(prop));
+  expect_one_error_line(r, {prop.string(), "3", "64"});
+}
+
+TEST_F(Cli, ModelWithoutProperty) {
+  const CliResult r = run("bounds --model " + quote(kExampleModel));
+  expect_one_error_line(r, {"--vnnlib"});
+}
+
+TEST_F(Cli, UnknownMethodIsAUsageError) {
+  const CliResult r = run("bounds --method bogus");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--method"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("bogus"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
+TEST_F(Cli, MnistFixtureMatchesAutoLirpaCrown) {
+  DISTCROWN_REQUIRE_FIXTURES();
+  const fs::path fx = testing::fixtures_dir();
+  const json ref = testing::read_json(fx / "refs" / "mnist_256x2_prop_0_0.03.json");
+  const json j = bounds_json("--model " + quote(fx / "models" / "mnist_256x2.onnx") + " --vnnlib " +
+                             quote(fx / "specs" / "mnist_prop_0_0.03.vnnlib") + " --method crown");
+  expect_bounds_json(j, "crown", kDigitsOutputs);
+  for (const char* side : {"lower", "upper"}) {
+    const auto got = doubles(j[side]);
+    const auto want = doubles(ref["crown"][side]);
+    ASSERT_EQ(got.size(), want.size()) << side;
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_NEAR(got[i], want[i], std::max(1e-4 * std::abs(want[i]), 1e-5))
+          << side << " output " << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace distcrown

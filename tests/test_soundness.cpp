@@ -1,0 +1,527 @@
+// Per-operator soundness by sampling. Small random graphs of each operator family (fixed seeds)
+// are bounded over random input boxes (random centre and radii, some coordinates of zero width);
+// every output at 2000 uniform samples of the box, 256 random vertices, and the all-lower,
+// all-upper and centre points must lie within the IBP bounds and within the CROWN bounds of both
+// intermediate schemes, with a tolerance of 1e-5·max(1, |y|) in float32 and 1e-9·max(1, |y|) in
+// float64. Also: chunked CROWN (crown_batch_size 3) gives bitwise the bounds of unchunked CROWN,
+// and the kTight scheme is never looser than IBP. (The default scheme is not always tighter than
+// IBP, so that is not asserted.)
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <iomanip>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
+
+#include "distcrown/graph/bound_graph.hpp"
+#include "distcrown/graph/param.hpp"
+#include "distcrown/methods/crown.hpp"
+#include "distcrown/methods/ibp.hpp"
+#include "distcrown/methods/options.hpp"
+#include "distcrown/ops/add_sub.hpp"
+#include "distcrown/ops/batchnorm.hpp"
+#include "distcrown/ops/conv.hpp"
+#include "distcrown/ops/linear.hpp"
+#include "distcrown/ops/mul_div.hpp"
+#include "distcrown/ops/relu.hpp"
+#include "distcrown/ops/reshape.hpp"
+
+namespace distcrown {
+namespace {
+
+constexpr double kTolFloat = 1e-5;
+constexpr double kTolDouble = 1e-9;
+constexpr int64_t kUniformSamples = 2000;
+constexpr int64_t kVertexSamples = 256;
+
+// Deterministic random tensors from a seeded generator of its own (independent of test order).
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : gen_(at::detail::createCPUGenerator(seed)) {}
+  at::Tensor normal(at::IntArrayRef shape, double scale = 1.0) {
+    return at::randn(shape, gen_, at::TensorOptions().dtype(at::kFloat)) * scale;
+  }
+  at::Tensor uniform(at::IntArrayRef shape, at::ScalarType type = at::kFloat) {
+    return at::rand(shape, gen_, at::TensorOptions().dtype(type));
+  }
+  // Normal values with the given entries forced negative (negative scales, negative divisors).
+  at::Tensor with_negatives(at::IntArrayRef shape, double lo, double hi) {
+    const at::Tensor mag = uniform(shape) * (hi - lo) + lo;
+    const at::Tensor sign =
+        at::where(uniform(shape) < 0.5, -at::ones_like(mag), at::ones_like(mag));
+    at::Tensor v = (mag * sign).reshape({-1});
+    v[0] = -v[0].abs();  // at least one negative entry
+    return v.reshape(shape);
+  }
+
+ private:
+  at::Generator gen_;
+};
+
+// GraphBuilder with random parameters.
+class Net {
+ public:
+  Net(std::vector<int64_t> input_shape, Rng& rng) : b_(std::move(input_shape)), rng_(rng) {}
+
+  [[nodiscard]] int input() const { return b_.input(); }
+  [[nodiscard]] const std::vector<int64_t>& shape(int i) const { return b_.shape(i); }
+
+  int add(NodePtr op, std::vector<int> inputs) {
+    return b_.add("n" + std::to_string(++count_), std::move(op), std::move(inputs));
+  }
+
+  // Linear on the last dim: W ~ N(0, w_scale²/fan_in), b ~ N(b_shift, b_scale²).
+  int linear(int x, int64_t out, double w_scale = 1.0, double b_scale = 0.3, double b_shift = 0) {
+    const int64_t in = shape(x).back();
+    const at::Tensor w = rng_.normal({out, in}, w_scale / std::sqrt(double(in)));
+    const at::Tensor b = rng_.normal({out}, b_scale) + b_shift;
+    return add(ops::make_linear(make_param(w), make_param(b)), {x});
+  }
+  int linear_with_bias(int x, const at::Tensor& b, double w_scale = 1.0) {
+    const int64_t in = shape(x).back();
+    const at::Tensor w = rng_.normal({b.size(0), in}, w_scale / std::sqrt(double(in)));
+    return add(ops::make_linear(make_param(w), make_param(b)), {x});
+  }
+  int linear_no_bias(int x, int64_t out) {
+    const int64_t in = shape(x).back();
+    const at::Tensor w = rng_.normal({out, in}, 1.0 / std::sqrt(double(in)));
+    return add(ops::make_linear(make_param(w), nullptr), {x});
+  }
+  int relu(int x) { return add(ops::make_relu(), {x}); }
+  int conv(int x, int64_t c_out, int64_t k, ops::Conv2dOptions o, bool with_bias = true) {
+    const int64_t c_in = shape(x)[1];
+    const at::Tensor w = rng_.normal({c_out, c_in, k, k}, 1.0 / std::sqrt(double(c_in * k * k)));
+    ParamPtr b = with_bias ? make_param(rng_.normal({c_out}, 0.3)) : nullptr;
+    return add(ops::make_conv2d(make_param(w), std::move(b), o), {x});
+  }
+  int flatten(int x) {
+    int64_t n = 1;
+    for (size_t i = 1; i < shape(x).size(); ++i) n *= shape(x)[i];
+    return add(ops::make_reshape({n}, "Flatten"), {x});
+  }
+  // BatchNorm folded to y = x·w + b, w and b per channel ([C, 1, ...] after the channel dim).
+  int batchnorm(int x) {
+    std::vector<int64_t> s{shape(x)[1]};
+    for (size_t i = 2; i < shape(x).size(); ++i) s.push_back(1);
+    const at::Tensor w = rng_.with_negatives(s, 0.3, 1.5);
+    const at::Tensor b = rng_.normal(s, 0.5);
+    return add(ops::make_batchnorm(make_param(w), make_param(b)), {x});
+  }
+
+  BoundGraph finish(int output) && { return std::move(b_).finish(output); }
+
+ private:
+  GraphBuilder b_;
+  Rng& rng_;
+  int count_ = 0;
+};
+
+std::vector<int64_t> with_batch(int64_t batch, const std::vector<int64_t>& graph_shape) {
+  std::vector<int64_t> s(graph_shape);
+  s[0] = batch;
+  return s;
+}
+
+// A box around a N(0, 1) centre with radii U(0, radius); about `zero_fraction` of the coordinates
+// have zero width. shape includes the batch dim.
+InputBox random_box(Rng& rng, const std::vector<int64_t>& shape, double radius,
+                    double zero_fraction = 0.25) {
+  const at::Tensor centre = rng.normal(shape);
+  at::Tensor rad = rng.uniform(shape) * radius;
+  rad = at::where(rng.uniform(shape) < zero_fraction, at::zeros_like(rad), rad);
+  return {centre - rad, centre + rad};
+}
+
+// Points of the box [lo, hi] ([*shape]): lower, upper and centre corners, random vertices, then
+// uniform samples; [N, *shape], in lo's dtype.
+at::Tensor sample_box(Rng& rng, const at::Tensor& lo, const at::Tensor& hi) {
+  const auto with_lead = [&](int64_t n) {
+    std::vector<int64_t> s{n};
+    s.insert(s.end(), lo.sizes().begin(), lo.sizes().end());
+    return s;
+  };
+  const at::Tensor uniform =
+      lo + (hi - lo) * rng.uniform(with_lead(kUniformSamples), lo.scalar_type());
+  const at::Tensor vertices = at::where(rng.uniform(with_lead(kVertexSamples)) < 0.5, hi, lo);
+  const at::Tensor all = at::cat(
+      {lo.unsqueeze(0), hi.unsqueeze(0), ((lo + hi) / 2).unsqueeze(0), vertices, uniform}, 0);
+  return at::minimum(at::maximum(all, lo), hi);  // rounding must not leave the box
+}
+
+// Outputs (C·y when C is defined) of the points x: [N, spec].
+at::Tensor outputs(const BoundGraph& g, const at::Tensor& x, const at::Tensor& C) {
+  const at::Tensor y = g.forward(x).reshape({x.size(0), -1});
+  return C.defined() ? at::matmul(y, C.t()) : y;
+}
+
+std::string fmt(double v) {
+  std::ostringstream s;
+  s << std::setprecision(17) << v;
+  return s.str();
+}
+
+// Every sample output y [N, spec] of batch element b lies within the bounds, up to
+// tol·max(1, |y|). Reports the worst violation.
+void expect_contains(const Interval& bounds, int64_t b, const at::Tensor& y, double tol,
+                     const std::string& what) {
+  const at::Tensor yd = y.to(at::kDouble);
+  const at::Tensor lo = bounds.lower[b].to(at::kDouble).unsqueeze(0);
+  const at::Tensor hi = bounds.upper[b].to(at::kDouble).unsqueeze(0);
+  const at::Tensor excess = at::maximum(lo - yd, yd - hi) - yd.abs().clamp_min(1.0) * tol;
+  const at::Tensor flat = excess.reshape({-1});
+  const int64_t worst = flat.argmax().item<int64_t>();
+  if (flat[worst].item<double>() <= 0) return;
+  const int64_t n = worst / y.size(1);
+  const int64_t j = worst % y.size(1);
+  ADD_FAILURE() << what << ": batch " << b << ", sample " << n << ", output " << j << ": value "
+                << fmt(yd[n][j].item<double>()) << " outside [" << fmt(lo[0][j].item<double>())
+                << ", " << fmt(hi[0][j].item<double>()) << "] by "
+                << fmt(flat[worst].item<double>()) << " beyond the tolerance ("
+                << (flat > 0).sum().item<int64_t>() << " violations of " << flat.numel() << ")";
+}
+
+void expect_well_formed(const Interval& bounds, int64_t batch, int64_t spec,
+                        const std::string& what) {
+  ASSERT_EQ(bounds.lower.sizes(), at::IntArrayRef({batch, spec})) << what;
+  ASSERT_EQ(bounds.upper.sizes(), at::IntArrayRef({batch, spec})) << what;
+  EXPECT_TRUE(at::isfinite(bounds.lower).all().item<bool>()) << what << ": non-finite lower";
+  EXPECT_TRUE(at::isfinite(bounds.upper).all().item<bool>()) << what << ": non-finite upper";
+}
+
+// a is never looser than b: a.lower ≥ b.lower − tol, a.upper ≤ b.upper + tol (tol relative).
+void expect_not_looser(const Interval& a, const Interval& b, double tol, const std::string& what) {
+  const at::Tensor al = a.lower.to(at::kDouble);
+  const at::Tensor au = a.upper.to(at::kDouble);
+  const at::Tensor bl = b.lower.to(at::kDouble);
+  const at::Tensor bu = b.upper.to(at::kDouble);
+  const at::Tensor lo_excess = (bl - al) - bl.abs().clamp_min(1.0) * tol;
+  const at::Tensor hi_excess = (au - bu) - bu.abs().clamp_min(1.0) * tol;
+  EXPECT_LE(lo_excess.max().item<double>(), 0.0) << what << ": lower looser than IBP";
+  EXPECT_LE(hi_excess.max().item<double>(), 0.0) << what << ": upper looser than IBP";
+}
+
+// All checks on one graph and box in the graph's current dtype.
+void check_box(const BoundGraph& g, const InputBox& box, const at::Tensor& C, double tol, Rng& rng,
+               const std::string& what) {
+  const int64_t batch = box.lower.size(0);
+  const int64_t spec = C.defined() ? C.size(0) : g.output_numel();
+  std::vector<std::pair<std::string, Interval>> all;
+  const Interval ibp = compute_bounds(g, box, Method::kIbp, {}, C);
+  expect_well_formed(ibp, batch, spec, what + " ibp");
+  all.emplace_back("ibp", ibp);
+  for (const auto scheme : {IntermediateScheme::kAutoLirpa, IntermediateScheme::kTight}) {
+    const bool tight = scheme == IntermediateScheme::kTight;
+    const std::string name = what + (tight ? " crown(tight)" : " crown(auto_lirpa)");
+    BoundOptions o;
+    o.scheme = scheme;
+    o.crown_batch_size = 0;
+    const Interval whole = compute_bounds(g, box, Method::kCrown, o, C);
+    expect_well_formed(whole, batch, spec, name);
+    o.crown_batch_size = 3;
+    const Interval chunked = compute_bounds(g, box, Method::kCrown, o, C);
+    EXPECT_TRUE(at::equal(whole.lower, chunked.lower)) << name << ": chunked lower differs";
+    EXPECT_TRUE(at::equal(whole.upper, chunked.upper)) << name << ": chunked upper differs";
+    if (tight) expect_not_looser(whole, ibp, tol, name);
+    all.emplace_back(tight ? "crown(tight)" : "crown(auto_lirpa)", whole);
+  }
+  for (int64_t b = 0; b < batch; ++b) {
+    const at::Tensor y = outputs(g, sample_box(rng, box.lower[b], box.upper[b]), C);
+    for (const auto& [name, bounds] : all) expect_contains(bounds, b, y, tol, what + " " + name);
+  }
+}
+
+// check_box for each box in float32, then again with the graph, boxes and C cast to float64.
+// Leaves the graph in float32.
+void check_sound(BoundGraph& g, const std::vector<InputBox>& boxes, uint64_t seed,
+                 const std::string& what, const at::Tensor& C = {}) {
+  for (const auto [type, tol] :
+       {std::pair{at::kFloat, kTolFloat}, std::pair{at::kDouble, kTolDouble}}) {
+    g.to_dtype(type);
+    Rng rng(seed * 7919 + 17);
+    const at::Tensor c = C.defined() ? C.to(type) : C;
+    for (size_t i = 0; i < boxes.size(); ++i) {
+      const InputBox box{boxes[i].lower.to(type), boxes[i].upper.to(type)};
+      check_box(g, box, c, tol, rng,
+                what + " box " + std::to_string(i) + (type == at::kFloat ? " f32" : " f64"));
+    }
+  }
+  g.to_dtype(at::kFloat);
+}
+
+std::string seed_name(uint64_t seed) { return "seed " + std::to_string(seed); }
+
+TEST(Soundness, LinearReluMlp) {
+  for (uint64_t seed : {1, 2, 3}) {
+    Rng rng(seed);
+    Net net({1, 6}, rng);
+    const int h1 = net.relu(net.linear(net.input(), 10));
+    const int h2 = net.relu(net.linear(h1, 10, 1.5, 0.0));  // wide: mostly unstable
+    const int p3 = net.linear(h2, 8, 0.1, 0.1, 4.0);        // every neuron stably active
+    const int h3 = net.relu(p3);
+    // First half stably inactive, second half unstable: the partial (index_copy) path.
+    const at::Tensor b4 = at::cat({at::full({4}, -20.0), rng.normal({4}, 0.1)});
+    const int p4 = net.linear_with_bias(h3, b4);
+    const int h4 = net.relu(p4);
+    int out = net.linear(h4, 4);
+    if (seed == 3) out = net.relu(out);  // a ReLU as the output node
+    BoundGraph g = std::move(net).finish(out);
+    std::vector<InputBox> boxes;
+    for (double radius : {0.0, 0.05, 0.5, 2.0}) {
+      boxes.push_back(random_box(rng, {1, 6}, radius));
+      const auto iv = ibp_all(g, boxes.back());
+      EXPECT_TRUE((iv[size_t(p3)].lower > 0).all().item<bool>())
+          << seed_name(seed) << ": layer 3 is meant to be stably active";
+      EXPECT_TRUE((iv[size_t(p4)].upper.slice(1, 0, 4) < 0).all().item<bool>())
+          << seed_name(seed) << ": layer 4's first half is meant to be stably inactive";
+    }
+    check_sound(g, boxes, seed, "mlp " + seed_name(seed));
+  }
+}
+
+TEST(Soundness, ConvReluFlattenLinear) {
+  struct Config {
+    std::vector<int64_t> input;
+    ops::Conv2dOptions conv;
+  };
+  // Odd and even spatial sizes, so that the adjoint convolution needs output_padding 0, 1 and 2.
+  const std::vector<Config> configs{
+      {{1, 2, 7, 7}, {{2, 2}, {1, 1}, {1, 1}}},  // output_padding 0
+      {{1, 2, 8, 8}, {{2, 2}, {1, 1}, {1, 1}}},  // output_padding 1
+      {{1, 2, 6, 6}, {{2, 2}, {1, 1}, {2, 2}}},  // dilation 2, output_padding 1
+      {{1, 2, 7, 6}, {{1, 1}, {1, 1}, {2, 2}}},  // dilation 2, stride 1
+      {{1, 2, 9, 8}, {{3, 3}, {1, 1}, {1, 1}}},  // output_padding (2, 1)
+      {{1, 2, 7, 8}, {{2, 1}, {1, 0}, {1, 2}}},  // per-axis options
+  };
+  uint64_t seed = 10;
+  for (const auto& c : configs) {
+    ++seed;
+    Rng rng(seed);
+    Net net(c.input, rng);
+    const int h1 = net.relu(net.conv(net.input(), 3, 3, c.conv));
+    const int h2 = net.relu(net.conv(h1, 2, 3, {{1, 1}, {1, 1}, {1, 1}}, seed % 2 == 0));
+    const int out = net.linear(net.flatten(h2), 5);
+    BoundGraph g = std::move(net).finish(out);
+    std::vector<InputBox> boxes;
+    for (double radius : {0.1, 0.6}) boxes.push_back(random_box(rng, c.input, radius));
+    check_sound(g, boxes, seed, "conv " + seed_name(seed));
+  }
+}
+
+TEST(Soundness, ResidualAdd) {
+  for (uint64_t seed : {21, 22, 23}) {
+    Rng rng(seed);
+    Net net({1, 6}, rng);
+    const int a = net.relu(net.linear(net.input(), 8));
+    const int branch = net.linear(net.relu(net.linear(a, 8)), 8);
+    const int r = net.relu(net.add(ops::make_add(), {branch, a}));  // residual block
+    // Add of a deep branch and a branch straight from the input.
+    const int s = net.add(ops::make_add(), {net.linear(r, 6), net.linear(net.input(), 6)});
+    const int t = net.relu(s);
+    const int doubled = net.add(ops::make_add(), {t, t});  // the same node on both sides
+    const int out = net.linear(net.relu(net.linear(doubled, 6)), 3);
+    BoundGraph g = std::move(net).finish(out);
+    std::vector<InputBox> boxes;
+    for (double radius : {0.05, 0.4, 1.5}) boxes.push_back(random_box(rng, {1, 6}, radius));
+    check_sound(g, boxes, seed, "add " + seed_name(seed));
+  }
+}
+
+TEST(Soundness, SubOfBoundedBranches) {
+  for (uint64_t seed : {31, 32, 33}) {
+    Rng rng(seed);
+    Net net({1, 6}, rng);
+    const int a = net.linear(net.relu(net.linear(net.input(), 8)), 8);
+    const int b = net.linear(net.relu(net.linear(net.input(), 8)), 8);
+    const int r = net.relu(net.add(ops::make_sub(), {a, b}));
+    const int zero = net.add(ops::make_sub(), {r, r});  // the same node on both sides
+    const int s = net.add(ops::make_add(), {zero, net.linear(r, 8)});
+    const int d = net.add(ops::make_sub(), {net.linear(net.input(), 8), net.relu(s)});
+    const int out = net.linear(net.relu(d), 3);
+    BoundGraph g = std::move(net).finish(out);
+    std::vector<InputBox> boxes;
+    for (double radius : {0.05, 0.4, 1.5}) boxes.push_back(random_box(rng, {1, 6}, radius));
+    check_sound(g, boxes, seed, "sub " + seed_name(seed));
+  }
+}
+
+TEST(Soundness, ConstantShiftAndScale) {
+  for (uint64_t seed : {41, 42}) {
+    Rng rng(seed);
+    {  // Image normalisation with per-channel constants, then more constants inside the network.
+      Net net({1, 3, 5, 5}, rng);
+      const int shifted =
+          net.add(ops::make_add_const(make_param(rng.normal({1, 3, 1, 1}))), {net.input()});
+      const int normed = net.add(
+          ops::make_div_const(make_param(rng.with_negatives({1, 3, 1, 1}, 0.2, 2.0))), {shifted});
+      const int scaled = net.add(
+          ops::make_mul_const(make_param(rng.with_negatives({3, 1, 1}, 0.5, 2.0))), {normed});
+      const int row_shift =
+          net.add(ops::make_add_const(make_param(rng.normal({5}))), {scaled});  // last dim
+      const int h = net.relu(net.conv(row_shift, 3, 3, {{1, 1}, {1, 1}, {1, 1}}));
+      const int m =
+          net.add(ops::make_mul_const(make_param(rng.with_negatives({1, 3, 5, 5}, 0.5, 1.5))), {h});
+      const int p = net.add(ops::make_add_const(make_param(rng.normal({1, 3, 5, 5}, 0.3))), {m});
+      const int h2 = net.relu(p);  // pre-activation: constants after a ReLU
+      const int q =
+          net.add(ops::make_div_const(make_param(rng.with_negatives({3, 1, 1}, 0.5, 2.0))), {h2});
+      const int out = net.linear(net.flatten(net.relu(q)), 3);
+      BoundGraph g = std::move(net).finish(out);
+      std::vector<InputBox> boxes;
+      for (double radius : {0.05, 0.5}) boxes.push_back(random_box(rng, {1, 3, 5, 5}, radius));
+      check_sound(g, boxes, seed, "const image " + seed_name(seed));
+    }
+    {  // Flat input: per-feature and scalar-like constants.
+      Net net({1, 6}, rng);
+      const int m = net.add(ops::make_mul_const(make_param(rng.with_negatives({6}, 0.3, 2.0))),
+                            {net.input()});
+      const int s = net.add(ops::make_add_const(make_param(rng.normal({1, 6}))), {m});
+      const int h = net.relu(net.linear(s, 8));
+      const int d =
+          net.add(ops::make_div_const(make_param(at::full({1}, -0.7))), {net.linear(h, 8)});
+      const int e = net.add(ops::make_mul_const(make_param(at::full({1, 1}, -1.3))), {d});
+      const int out = net.linear(net.relu(e), 3);
+      BoundGraph g = std::move(net).finish(out);
+      std::vector<InputBox> boxes;
+      for (double radius : {0.05, 0.5, 2.0}) boxes.push_back(random_box(rng, {1, 6}, radius));
+      check_sound(g, boxes, seed, "const flat " + seed_name(seed));
+    }
+  }
+}
+
+TEST(Soundness, Neg) {
+  for (uint64_t seed : {51, 52, 53}) {
+    Rng rng(seed);
+    Net net({1, 6}, rng);
+    const int n0 = net.add(ops::make_neg(), {net.input()});
+    const int h1 = net.relu(net.add(ops::make_neg(), {net.linear(n0, 8)}));  // Neg pre-activation
+    const int h2 = net.relu(net.add(ops::make_neg(), {net.linear(h1, 8)}));
+    const int n3 = net.add(ops::make_neg(), {h2});
+    const int l = net.linear(net.relu(net.linear(n3, 6)), 3);
+    const int out = net.add(ops::make_neg(), {l});  // Neg as the output node
+    BoundGraph g = std::move(net).finish(out);
+    std::vector<InputBox> boxes;
+    for (double radius : {0.05, 0.5, 2.0}) boxes.push_back(random_box(rng, {1, 6}, radius));
+    check_sound(g, boxes, seed, "neg " + seed_name(seed));
+  }
+}
+
+TEST(Soundness, BatchNorm) {
+  for (uint64_t seed : {61, 62}) {
+    Rng rng(seed);
+    Net net({1, 3, 5, 5}, rng);
+    const int b0 = net.batchnorm(net.input());
+    const int h1 = net.relu(net.batchnorm(net.conv(b0, 4, 3, {{1, 1}, {1, 1}, {1, 1}})));
+    const int h2 = net.relu(net.batchnorm(net.conv(h1, 4, 3, {{2, 2}, {1, 1}, {1, 1}})));
+    const int h3 = net.relu(net.batchnorm(net.linear(net.flatten(h2), 6)));  // BN on [1, 6]
+    const int out = net.linear(h3, 3);
+    BoundGraph g = std::move(net).finish(out);
+    std::vector<InputBox> boxes;
+    for (double radius : {0.05, 0.5}) boxes.push_back(random_box(rng, {1, 3, 5, 5}, radius));
+    check_sound(g, boxes, seed, "batchnorm " + seed_name(seed));
+  }
+}
+
+TEST(Soundness, TransposeAndReshapeInTheMiddle) {
+  for (uint64_t seed : {71, 72}) {
+    Rng rng(seed);
+    Net net({1, 2, 4, 6}, rng);
+    const int l1 = net.relu(net.linear(net.input(), 5));                   // [1, 2, 4, 5]
+    const int t1 = net.add(ops::make_transpose({0, 3, 1, 2}), {l1});       // [1, 5, 2, 4]
+    const int c = net.relu(net.conv(t1, 3, 3, {{1, 1}, {1, 1}, {1, 1}}));  // [1, 3, 2, 4]
+    const int r1 = net.add(ops::make_reshape({4, 6}), {c});                // [1, 4, 6]
+    const int l2 = net.relu(net.linear(r1, 4));                            // [1, 4, 4]
+    const int t2 = net.add(ops::make_transpose({0, 2, 1}), {l2});          // [1, 4, 4], transposed
+    const int l3 = net.linear_no_bias(t2, 3);                              // [1, 4, 3]
+    const int t3 = net.add(ops::make_transpose({0, 2, 1}), {l3});  // [1, 3, 4]: pre-activation
+    const int r2 = net.add(ops::make_reshape({12}), {net.relu(t3)});
+    const int out = net.linear(r2, 3);
+    BoundGraph g = std::move(net).finish(out);
+    std::vector<InputBox> boxes;
+    for (double radius : {0.05, 0.5}) boxes.push_back(random_box(rng, {1, 2, 4, 6}, radius));
+    check_sound(g, boxes, seed, "transpose " + seed_name(seed));
+  }
+}
+
+// Bounds of element b of a batch-2 box hold for samples of that element's box; IBP and the
+// kTight scheme (which bound each element on its own) agree with the batch-1 boxes.
+TEST(Soundness, MultiBatchBox) {
+  for (uint64_t seed : {81, 82}) {
+    Rng rng(seed);
+    const bool conv = seed == 82;
+    const std::vector<int64_t> shape =
+        conv ? std::vector<int64_t>{1, 2, 7, 6} : std::vector<int64_t>{1, 6};
+    Net net(shape, rng);
+    int out = 0;
+    if (conv) {
+      const int h1 = net.relu(net.conv(net.input(), 3, 3, {{2, 2}, {1, 1}, {1, 1}}));
+      const int h2 = net.relu(net.conv(h1, 2, 3, {{1, 1}, {1, 1}, {1, 1}}));
+      out = net.linear(net.flatten(h2), 4);
+    } else {
+      const int h1 = net.relu(net.linear(net.input(), 10));
+      const int h2 = net.relu(net.linear(h1, 10));
+      const int h3 = net.relu(net.linear(h2, 8));
+      out = net.linear(h3, 4);
+    }
+    BoundGraph g = std::move(net).finish(out);
+    const InputBox narrow = random_box(rng, shape, 0.05);
+    const InputBox wide = random_box(rng, shape, 0.8);
+    const InputBox both{at::cat({narrow.lower, wide.lower}), at::cat({narrow.upper, wide.upper})};
+    ASSERT_EQ(both.lower.size(0), 2);
+    check_sound(g, {both}, seed, "batch-2 " + seed_name(seed));
+
+    BoundOptions tight;
+    tight.scheme = IntermediateScheme::kTight;
+    const Interval ibp2 = compute_bounds(g, both, Method::kIbp);
+    const Interval tight2 = compute_bounds(g, both, Method::kCrown, tight);
+    for (int64_t b = 0; b < 2; ++b) {
+      const InputBox& one = b == 0 ? narrow : wide;
+      const Interval ibp1 = compute_bounds(g, one, Method::kIbp);
+      const Interval tight1 = compute_bounds(g, one, Method::kCrown, tight);
+      const std::string what = seed_name(seed) + " batch element " + std::to_string(b);
+      EXPECT_TRUE(at::allclose(ibp2.lower[b], ibp1.lower[0], 1e-5, 1e-5)) << what;
+      EXPECT_TRUE(at::allclose(ibp2.upper[b], ibp1.upper[0], 1e-5, 1e-5)) << what;
+      EXPECT_TRUE(at::allclose(tight2.lower[b], tight1.lower[0], 1e-5, 1e-5)) << what;
+      EXPECT_TRUE(at::allclose(tight2.upper[b], tight1.upper[0], 1e-5, 1e-5)) << what;
+    }
+  }
+}
+
+TEST(Soundness, CrownSpecMatrix) {
+  for (uint64_t seed : {91, 92}) {
+    Rng rng(seed);
+    const bool conv = seed == 92;
+    const std::vector<int64_t> shape =
+        conv ? std::vector<int64_t>{1, 2, 6, 6} : std::vector<int64_t>{1, 6};
+    Net net(shape, rng);
+    int out = 0;
+    if (conv) {
+      const int h1 = net.relu(net.conv(net.input(), 3, 3, {{2, 2}, {1, 1}, {1, 1}}));
+      out = net.linear(net.relu(net.linear(net.flatten(h1), 8)), 5);
+    } else {
+      const int h1 = net.relu(net.linear(net.input(), 10));
+      const int h2 = net.relu(net.linear(h1, 8));
+      out = net.linear(h2, 5);
+    }
+    BoundGraph g = std::move(net).finish(out);
+    // Random rows, a robustness-style row e0 − e3, a one-hot row and a zero row.
+    at::Tensor C = rng.normal({6, 5});
+    C[3].zero_();
+    C[3][0] = 1.0;
+    C[3][3] = -1.0;
+    C[4].zero_();
+    C[4][2] = 1.0;
+    C[5].zero_();
+    std::vector<InputBox> boxes;
+    for (double radius : {0.05, 0.5, 1.5}) boxes.push_back(random_box(rng, shape, radius));
+    check_sound(g, boxes, seed, "spec " + seed_name(seed), C);
+  }
+}
+
+}  // namespace
+}  // namespace distcrown
