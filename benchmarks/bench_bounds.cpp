@@ -18,7 +18,7 @@
 #include <CLI/CLI.hpp>
 #include <c10/core/GradMode.h>
 
-#include "distcrown/graph/synthetic.hpp"
+#include "distcrown/io/synthetic.hpp"
 #include "distcrown/io/problem.hpp"
 #include "distcrown/methods/crown.hpp"
 #include "distcrown/util/memory.hpp"
@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
     for (const Wide w : {Wide{1024, 4, 149.6}, Wide{4096, 4, 1944.9}, Wide{8192, 4, 7593.9},
                          Wide{4096, 8, 7934.0}}) {
       const std::string name = "mlp 784-" + std::to_string(w.h) + "x" + std::to_string(w.d);
-      BoundGraph g = make_random_mlp(784, w.h, w.d, 10, /*seed=*/0);
+      BoundGraph g = io::make_random_mlp(784, w.h, w.d, 10, /*seed=*/0);
       at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(1);
       const at::Tensor x = at::empty({1, 784}, at::kFloat).uniform_(0, 1, gen);
       const InputBox box{x - 0.02, x + 0.02};

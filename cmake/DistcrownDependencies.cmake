@@ -28,3 +28,23 @@ target_compile_options(distcrown_warnings INTERFACE -Wall -Wextra -Wpedantic -Wn
 if(DISTCROWN_WERROR)
   target_compile_options(distcrown_warnings INTERFACE -Werror)
 endif()
+
+# Distributed backends: Open MPI always; NCCL (plus the CUDA runtime) when both are found.
+find_package(MPI REQUIRED COMPONENTS CXX)
+find_package(CUDAToolkit QUIET)
+find_package(NCCL QUIET)
+if(CUDAToolkit_FOUND AND NCCL_FOUND)
+  set(_distcrown_nccl_default ON)
+else()
+  set(_distcrown_nccl_default OFF)
+endif()
+option(DISTCROWN_WITH_NCCL "Build the NCCL communicator (needs NCCL and the CUDA toolkit)"
+  ${_distcrown_nccl_default})
+if(DISTCROWN_WITH_NCCL)
+  if(NOT CUDAToolkit_FOUND OR NOT NCCL_FOUND)
+    message(FATAL_ERROR "DISTCROWN_WITH_NCCL=ON but NCCL or the CUDA toolkit was not found")
+  endif()
+  message(STATUS "distcrown: NCCL ${NCCL_VERSION} backend enabled (${NCCL_LIBRARY})")
+else()
+  message(STATUS "distcrown: NCCL backend disabled")
+endif()

@@ -7,8 +7,11 @@
 //   b.initializer("W", at::randn({3, 4}));
 //   b.node("fc", "Gemm", {"x", "W"}, {"y"}, {attr_int("transB", 1)});
 //   BoundGraph g = io::load_onnx_bytes(b.bytes(), "fc.onnx");
+#include <ftw.h>     // nftw
 #include <stdlib.h>  // mkdtemp
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -119,16 +122,21 @@ class OnnxBuilder {
 };
 
 /// A fresh directory under the system temp dir, removed with its contents on destruction.
+/// (Not with std::filesystem::remove_all: the PyPI libtorch.so exports its own copy of that
+/// symbol, which crashes when called from a program linked against libtorch.)
 class TempDir {
  public:
   TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "distcrown_test_XXXXXX").string();
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/distcrown_test_XXXXXX";
     if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed: " + tmpl);
     path_ = tmpl;
   }
   ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
+    nftw(
+        path_.c_str(),
+        [](const char* p, const struct stat*, int, struct FTW*) { return std::remove(p); }, 16,
+        FTW_DEPTH | FTW_PHYS);
   }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;

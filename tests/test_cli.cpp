@@ -1,11 +1,13 @@
 // End-to-end tests of the distcrown executable (DISTCROWN_CLI_PATH): `distcrown bounds` on the
 // embedded default and on files, its table and --json output, and its error reporting (one line
-// on stderr starting "distcrown: error:", non-zero exit).
+// on stderr starting "distcrown: error:", exit code 1; usage errors exit non-zero).
 #include <sys/wait.h>
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -62,7 +64,7 @@ class Cli : public ::testing::Test {
   // Runs `distcrown bounds <args> --json FILE`, expects success and returns the JSON.
   json bounds_json(const std::string& args) {
     const fs::path file = dir_ / "bounds.json";
-    fs::remove(file);
+    std::remove(file.c_str());
     const CliResult r = run("bounds " + args + " --json " + quote(file));
     EXPECT_EQ(r.exit_code, 0) << "args: " << args << "\nstderr: " << r.err;
     if (!fs::exists(file)) {
@@ -109,10 +111,10 @@ size_t count_lines(const std::string& s) {
   return n;
 }
 
-// A failed run: non-zero exit, and stderr exactly one line "distcrown: error: ..." that contains
-// every fragment.
+// A failed run (README.md): exit code 1, and stderr exactly one line "distcrown: error: ..." that
+// contains every fragment.
 void expect_one_error_line(const CliResult& r, const std::vector<std::string>& fragments) {
-  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(count_lines(r.err), 1u) << "stderr:\n" << r.err;
   EXPECT_TRUE(!r.err.empty() && r.err.back() == '\n') << "stderr:\n" << r.err;
   EXPECT_EQ(r.err.rfind("distcrown: error:", 0), 0u) << "stderr:\n" << r.err;
@@ -154,12 +156,27 @@ TEST_F(Cli, JsonOutputIbpAndCrown) {
   }
 }
 
+double max_abs_difference(const std::vector<double>& a, const std::vector<double>& b) {
+  double d = a.size() == b.size() ? 0.0 : INFINITY;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) d = std::max(d, std::abs(a[i] - b[i]));
+  return d;
+}
+
 TEST_F(Cli, CrownBatchSizeDoesNotChangeBounds) {
+  // Bounding intermediate neurons 5 at a time computes the same bounds; the BLAS rounds a row
+  // of a product differently depending on how many rows it has, so allow float32 rounding
+  // (a few ulps of the intermediate bounds, amplified by the later layers).
   const json all = bounds_json("--method crown");
   const json batched = bounds_json("--method crown --crown-batch-size 5");
   expect_bounds_json(batched, "crown", kDigitsOutputs);
-  EXPECT_EQ(doubles(batched["lower"]), doubles(all["lower"]));
-  EXPECT_EQ(doubles(batched["upper"]), doubles(all["upper"]));
+  for (const char* side : {"lower", "upper"}) {
+    const auto a = doubles(all[side]);
+    const auto b = doubles(batched[side]);
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_NEAR(b[i], a[i], 1e-5 * std::max(1.0, std::abs(a[i])))
+          << side << " " << i << ": largest |difference| " << max_abs_difference(a, b);
+    }
+  }
 }
 
 TEST_F(Cli, EmbeddedDefaultIsVerifiedByCrown) {

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <functional>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -184,36 +185,49 @@ TEST_F(OnnxLoader, ConvStridePadDilationFlattenGemm) {
   b.node("fc", "Gemm", {"f", "W3", "b3"}, {"y"}, {attr_int("transB", 1)});
   expect_forward_matches(b, {1, 2, 9, 9}, {1, 5}, [&](const at::Tensor& x) {
     const at::Tensor r1 = at::relu(at::conv2d(x, w1, b1, {2, 1}, {1, 1}, {1, 1}));
-    const at::Tensor c2 = at::conv2d(r1, w2, {}, {1, 1}, {0, 0}, {2, 2});
+    const at::Tensor c2 = at::conv2d(r1, w2, at::Tensor(), {1, 1}, at::IntArrayRef{0, 0}, {2, 2});
     return at::linear(c2.flatten(1), W3, b3);
   });
 }
 
-TEST_F(OnnxLoader, BatchNormalization) {
+TEST_F(OnnxLoader, BatchNormalizationAfterConv) {
+  // Per-channel statistics on a 4-D tensor [1, C, H, W], C = 4.
   const at::Tensor w = randn({4, 3, 3, 3});
-  const at::Tensor g1 = 1 + randn({4}, 0.2), be1 = randn({4}), m1 = randn({4});
-  const at::Tensor v1 = 0.5 + at::rand({4});
+  const at::Tensor gamma = 1 + randn({4}, 0.2), beta = randn({4}), mean = randn({4});
+  const at::Tensor var = 0.5 + at::rand({4});
   const at::Tensor W = randn({6, 100}, 0.1);
-  const at::Tensor g2 = 1 + randn({6}, 0.2), be2 = randn({6}), m2 = randn({6});
-  const at::Tensor v2 = 0.5 + at::rand({6});
   OnnxBuilder b;
   b.input("x", {1, 3, 5, 5}).output("y", {1, 6});
-  b.initializer("w", w).initializer("W", W);
-  b.initializer("g1", g1).initializer("be1", be1).initializer("m1", m1).initializer("v1", v1);
-  b.initializer("g2", g2).initializer("be2", be2).initializer("m2", m2).initializer("v2", v2);
+  b.initializer("w", w).initializer("W", W).initializer("gamma", gamma);
+  b.initializer("beta", beta).initializer("mean", mean).initializer("var", var);
   b.node("conv", "Conv", {"x", "w"}, {"c"}, {attr_ints("pads", {1, 1, 1, 1})});
-  b.node("bn1", "BatchNormalization", {"c", "g1", "be1", "m1", "v1"}, {"n1"},
+  b.node("bn", "BatchNormalization", {"c", "gamma", "beta", "mean", "var"}, {"n"},
          {attr_float("epsilon", 1e-3)});
-  b.node("relu", "Relu", {"n1"}, {"r"});
+  b.node("relu", "Relu", {"n"}, {"r"});
   b.node("flatten", "Flatten", {"r"}, {"f"});
-  b.node("fc", "Gemm", {"f", "W"}, {"h"}, {attr_int("transB", 1)});
-  b.node("bn2", "BatchNormalization", {"h", "g2", "be2", "m2", "v2"}, {"y"});  // 2-D, eps 1e-5
+  b.node("fc", "Gemm", {"f", "W"}, {"y"}, {attr_int("transB", 1)});
   expect_forward_matches(b, {1, 3, 5, 5}, {1, 6}, [&](const at::Tensor& x) {
-    const at::Tensor c = at::conv2d(x, w, {}, {1, 1}, {1, 1});
-    const at::Tensor n1 = at::batch_norm(c, g1, be1, m1, v1, false, 0.1, double(1e-3f), false);
-    const at::Tensor h = at::linear(at::relu(n1).flatten(1), W);
-    // ONNX's epsilon is a float attribute: 1e-5 as float32.
-    return at::batch_norm(h, g2, be2, m2, v2, false, 0.1, double(1e-5f), false);
+    const at::Tensor c = at::conv2d(x, w, at::Tensor(), {1, 1}, {1, 1});
+    // epsilon is a float attribute: 1e-3 rounded to float32.
+    const at::Tensor n =
+        at::batch_norm(c, gamma, beta, mean, var, false, 0.1, double(1e-3f), false);
+    return at::linear(at::relu(n).flatten(1), W);
+  });
+}
+
+TEST_F(OnnxLoader, BatchNormalizationAfterGemm) {
+  // A 2-D tensor [1, C], C = 6, with the default epsilon (1e-5).
+  const at::Tensor W = randn({6, 5});
+  const at::Tensor gamma = 1 + randn({6}, 0.2), beta = randn({6}), mean = randn({6});
+  const at::Tensor var = 0.5 + at::rand({6});
+  OnnxBuilder b;
+  b.input("x", {1, 5}).output("y", {1, 6});
+  b.initializer("W", W).initializer("gamma", gamma).initializer("beta", beta);
+  b.initializer("mean", mean).initializer("var", var);
+  b.node("fc", "Gemm", {"x", "W"}, {"h"}, {attr_int("transB", 1)});
+  b.node("bn", "BatchNormalization", {"h", "gamma", "beta", "mean", "var"}, {"y"});
+  expect_forward_matches(b, {1, 5}, {1, 6}, [&](const at::Tensor& x) {
+    return at::batch_norm(at::linear(x, W), gamma, beta, mean, var, false, 0.1, 1e-5, false);
   });
 }
 
@@ -437,16 +451,18 @@ TEST_F(OnnxLoader, TruncatedFile) {
 TEST_F(OnnxLoader, EveryTruncationFails) {
   // Whether or not protobuf can parse a prefix, a cut model must never load.
   const std::string bytes = small_mlp().bytes();
-  std::string loaded;
+  std::vector<size_t> loaded;  // cut points whose prefix loaded as a graph
   for (size_t cut = 0; cut < bytes.size(); ++cut) {
     try {
       (void)io::load_onnx_bytes(bytes.substr(0, cut), "cut.onnx");
-      loaded += " " + std::to_string(cut);
+      loaded.push_back(cut);
     } catch (const Error&) {
     }
   }
-  EXPECT_EQ(loaded, "") << "prefixes of a " << bytes.size()
-                        << "-byte model that loaded as a graph (byte counts):" << loaded;
+  std::ostringstream list;
+  for (size_t cut : loaded) list << " " << cut;
+  EXPECT_TRUE(loaded.empty()) << "prefixes of the " << bytes.size()
+                              << "-byte model that loaded as a graph (lengths):" << list.str();
 }
 
 TEST_F(OnnxLoader, GarbageBytes) {

@@ -13,15 +13,24 @@ void accumulate(at::Tensor& acc, const at::Tensor& term) {
   }
 }
 
+namespace {
+// Σ_n A[s, b, n]·x[b, n] -> [S, B], for A [S, B, N] and x [B, N].
+// A matrix–vector product would take BLAS's GEMV path, whose rounding depends on how many rows
+// S there are; a product with a second, zero column stays on the GEMM path, where each row's
+// result does not depend on the other rows (see docs/architecture.md, "Row independence").
+at::Tensor rowwise_dot(const at::Tensor& A, const at::Tensor& x) {
+  const int64_t B = A.size(1);
+  const at::Tensor x2 = at::cat({x.reshape({B, -1, 1}), at::zeros({B, x.size(1), 1}, x.options())}, 2);
+  return at::bmm(A.transpose(0, 1), x2).select(2, 0).transpose(0, 1);  // [B, S, 2] -> [S, B]
+}
+}  // namespace
+
 at::Tensor contract(const at::Tensor& A, const at::Tensor& x) {
   // A [S, B, *shape] -> [S, B, N];  x -> [B, N] broadcast; result [S, B].
   const int64_t S = A.size(0);
   const int64_t B = A.size(1);
-  const at::Tensor flatA = A.reshape({S, B, -1});
   std::vector<int64_t> full(A.sizes().begin() + 1, A.sizes().end());
-  const at::Tensor flatX = x.expand(full).reshape({B, -1, 1});
-  // [B, S, N] @ [B, N, 1] -> [B, S, 1]
-  return at::bmm(flatA.transpose(0, 1), flatX).squeeze(-1).transpose(0, 1);
+  return rowwise_dot(A.reshape({S, B, -1}), x.expand(full).reshape({B, -1}));
 }
 
 namespace {
@@ -30,13 +39,12 @@ at::Tensor concretize_side(const at::Tensor& A, const at::Tensor& bias, const at
   if (!A.defined()) return {};
   const int64_t S = A.size(0);
   const int64_t B = A.size(1);
-  // [B, S, N] @ [B, N, 1] -> [B, S]
-  const at::Tensor flatA = A.reshape({S, B, -1}).transpose(0, 1);
-  const at::Tensor c = center.reshape({B, -1, 1});
-  const at::Tensor r = radius.reshape({B, -1, 1});
-  at::Tensor out = at::bmm(flatA, c).squeeze(-1) + sign * at::bmm(flatA.abs(), r).squeeze(-1);
-  if (bias.defined()) out = out + bias.transpose(0, 1);
-  return out;
+  const at::Tensor flatA = A.reshape({S, B, -1});
+  const at::Tensor c = center.reshape({B, -1});
+  const at::Tensor r = radius.reshape({B, -1});
+  at::Tensor out = rowwise_dot(flatA, c) + sign * rowwise_dot(flatA.abs(), r);  // [S, B]
+  if (bias.defined()) out = out + bias;
+  return out.transpose(0, 1);  // [B, S]
 }
 }  // namespace
 

@@ -1,9 +1,12 @@
 // `distcrown bounds`: bounds of the network's outputs (C = identity) over the property's first
-// input box, as a table on stdout and optionally JSON (the contract in README.md).
+// input box, as a table on stdout and optionally JSON (the contract in README.md). Under mpirun
+// every rank runs this; rank 0 prints and writes, with every rank's memory in the report.
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
+#include <sstream>
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
@@ -11,6 +14,9 @@
 
 #include "cli/commands.hpp"
 #include "cli/embedded_default.hpp"
+#include "cli/world.hpp"
+#include "distcrown/dist/agreement.hpp"
+#include "distcrown/dist/sharded_param.hpp"
 #include "distcrown/io/onnx_loader.hpp"
 #include "distcrown/io/problem.hpp"
 #include "distcrown/methods/crown.hpp"
@@ -28,21 +34,47 @@ struct BoundsArgs {
   std::string dtype = "float32";
   std::string intermediate = "auto_lirpa";
   int64_t crown_batch_size = 0;
+  std::string shard = "none";
+  bool spec_parallel = false;
+  std::string device = "cpu";
+  std::string backend = "auto";
 };
 
-io::Problem load(const BoundsArgs& a) {
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open");
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
+}
+
+// The model and property, and a fingerprint of them and of the options that change the result.
+struct Loaded {
+  io::Problem problem;
+  std::string fingerprint;
+};
+
+Loaded load(const BoundsArgs& a) {
   if (a.model.empty() != a.vnnlib.empty()) {
     throw InvalidArgument("give both --model and --vnnlib, or neither for the embedded default");
   }
-  if (!a.model.empty()) return io::load_problem(a.model, a.vnnlib);
-  io::Problem p{io::load_onnx_bytes(embedded_model_bytes(), kEmbeddedModelName),
-                io::parse_vnnlib_string(embedded_property_text(), kEmbeddedPropertyName)};
-  io::check_fits(p.graph, p.property);
-  return p;
+  const bool embedded = a.model.empty();
+  const std::string model_bytes = embedded ? embedded_model_bytes() : read_file(a.model);
+  const std::string property_text = embedded ? embedded_property_text() : read_file(a.vnnlib);
+  Loaded l{{io::load_onnx_bytes(model_bytes, embedded ? kEmbeddedModelName : a.model),
+            io::parse_vnnlib_string(property_text, embedded ? kEmbeddedPropertyName : a.vnnlib)},
+           {}};
+  io::check_fits(l.problem.graph, l.problem.property);
+  const std::string options = a.method + "|" + a.dtype + "|" + a.intermediate + "|" +
+                              std::to_string(a.crown_batch_size) + "|" + a.shard + "|" +
+                              (a.spec_parallel ? "spec" : "nospec") + "|" + a.device;
+  l.fingerprint = dist::fingerprint(model_bytes) + dist::fingerprint(property_text) +
+                  dist::fingerprint(options);
+  return l;
 }
 
 std::vector<double> to_vector(const at::Tensor& t) {
-  const at::Tensor c = t.to(at::kDouble).contiguous().reshape({-1});
+  const at::Tensor c = t.to(at::kDouble).cpu().contiguous().reshape({-1});
   return {c.data_ptr<double>(), c.data_ptr<double>() + c.numel()};
 }
 
@@ -53,30 +85,28 @@ std::string exact(double v, bool is_double) {
   return buf;
 }
 
-int run_bounds(const BoundsArgs& a) {
-  c10::NoGradGuard no_grad;
-  const at::ScalarType dtype = a.dtype == "float64" ? at::kDouble : at::kFloat;
-  BoundOptions options;
-  options.crown_batch_size = a.crown_batch_size;
-  options.scheme =
-      a.intermediate == "tight" ? IntermediateScheme::kTight : IntermediateScheme::kAutoLirpa;
-  const Method method = parse_method(a.method);
+struct RankReport {
+  int64_t baseline = 0;
+  int64_t peak = 0;
+  dist::CommStats comm;
+};
 
-  io::Problem problem = load(a);
-  problem.graph.to_dtype(dtype);
-  const InputBox box = io::box_of(problem.property.cases.front(), problem.graph, dtype);
-  const int64_t baseline = memory::live_bytes();
-  memory::reset_peak();
+std::vector<RankReport> gather_reports(dist::Communicator& comm, const RankReport& mine) {
+  std::ostringstream s;
+  s << mine.baseline << ' ' << mine.peak << ' ' << mine.comm.calls << ' ' << mine.comm.bytes << ' '
+    << exact(mine.comm.time_s, true);
+  std::vector<RankReport> all;
+  for (const std::string& text : comm.all_gather_strings(s.str())) {
+    std::istringstream in(text);
+    RankReport r;
+    in >> r.baseline >> r.peak >> r.comm.calls >> r.comm.bytes >> r.comm.time_s;
+    all.push_back(r);
+  }
+  return all;
+}
 
-  const auto t0 = std::chrono::steady_clock::now();
-  const Interval b = compute_bounds(problem.graph, box, method, options);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const int64_t peak = memory::peak_bytes();
-
-  const auto lower = to_vector(b.lower);
-  const auto upper = to_vector(b.upper);
-  const bool dbl = dtype == at::kDouble;
+void print_table(const BoundsArgs& a, const std::vector<double>& lower,
+                 const std::vector<double>& upper, bool dbl) {
   std::printf("%s bounds of %zu outputs (%s)\n", a.method.c_str(), lower.size(),
               a.model.empty() ? kEmbeddedModelName : a.model.c_str());
   std::printf("%6s %16s %16s\n", "output", "lower", "upper");
@@ -84,24 +114,106 @@ int run_bounds(const BoundsArgs& a) {
     std::printf("%6s %16s %16s\n", ("Y_" + std::to_string(i)).c_str(),
                 exact(lower[i], dbl).c_str(), exact(upper[i], dbl).c_str());
   }
-  std::printf("time %.4f s, memory baseline %.2f MB, peak %.2f MB\n", seconds, baseline / 1e6,
-              peak / 1e6);
+}
 
-  if (!a.json.empty()) {
-    // Numbers go through the json library as doubles; float32 values are exact in a double and
-    // nlohmann writes the shortest representation that round-trips.
-    nlohmann::json j;
-    j["method"] = a.method;
-    j["lower"] = lower;
-    j["upper"] = upper;
-    j["time_s"] = seconds;
-    j["dtype"] = a.dtype;
-    j["memory"] = {{"baseline_bytes", baseline}, {"peak_bytes", peak}};
-    std::ofstream out(a.json);
-    if (!out) throw InvalidArgument("cannot write " + a.json);
-    out << j.dump(2) << "\n";
-    if (!out) throw InvalidArgument("error writing " + a.json);
+void write_json(const BoundsArgs& a, const std::vector<double>& lower,
+                const std::vector<double>& upper, double seconds, int world,
+                const std::vector<RankReport>& reports) {
+  // Numbers go through the json library as doubles; float32 values are exact in a double and
+  // nlohmann writes the shortest representation that round-trips.
+  nlohmann::json j;
+  j["method"] = a.method;
+  j["lower"] = lower;
+  j["upper"] = upper;
+  j["time_s"] = seconds;
+  j["dtype"] = a.dtype;
+  j["world_size"] = world;
+  j["shard"] = a.shard;
+  j["spec_parallel"] = a.spec_parallel;
+  int64_t max_base = 0;
+  int64_t max_peak = 0;
+  nlohmann::json ranks = nlohmann::json::array();
+  for (size_t r = 0; r < reports.size(); ++r) {
+    max_base = std::max(max_base, reports[r].baseline);
+    max_peak = std::max(max_peak, reports[r].peak);
+    ranks.push_back({{"rank", r},
+                     {"baseline_bytes", reports[r].baseline},
+                     {"peak_bytes", reports[r].peak},
+                     {"comm", {{"calls", reports[r].comm.calls},
+                               {"bytes", reports[r].comm.bytes},
+                               {"time_s", reports[r].comm.time_s}}}});
   }
+  j["memory"] = {{"baseline_bytes", max_base}, {"peak_bytes", max_peak}, {"ranks", ranks}};
+  const dist::CommStats& c0 = reports.front().comm;
+  j["comm"] = {{"calls", c0.calls}, {"bytes", c0.bytes}, {"time_s", c0.time_s}};
+  std::ofstream out(a.json);
+  if (!out) throw InvalidArgument("cannot write " + a.json);
+  out << j.dump(2) << "\n";
+  if (!out) throw InvalidArgument("error writing " + a.json);
+}
+
+int run_bounds(const BoundsArgs& a) {
+  c10::NoGradGuard no_grad;
+  const dist::CommPtr comm = make_world(a.backend, a.device);
+  const at::ScalarType dtype = a.dtype == "float64" ? at::kDouble : at::kFloat;
+  const at::Device device = a.device == "cuda" ? at::Device(at::kCUDA) : at::Device(at::kCPU);
+  BoundOptions options;
+  options.crown_batch_size = a.crown_batch_size;
+  options.scheme =
+      a.intermediate == "tight" ? IntermediateScheme::kTight : IntermediateScheme::kAutoLirpa;
+  const Method method = parse_method(a.method);
+  const dist::ShardPlan plan = dist::parse_shard_plan(a.shard);
+
+  // Load, check and shard on every rank; a failure anywhere stops every rank here.
+  std::optional<Loaded> loaded;
+  InputBox box;
+  dist::run_agreed(*comm, [&] {
+    loaded.emplace(load(a));
+    loaded->problem.graph.to_dtype(dtype);
+    box = io::box_of(loaded->problem.property.cases.front(), loaded->problem.graph, dtype);
+  });
+  dist::check_same_inputs(*comm, loaded->fingerprint);
+  BoundGraph& graph = loaded->problem.graph;
+  dist::run_agreed(*comm, [&] {
+    dist::shard_graph(graph, plan, comm);
+    graph.to_device(device);
+    box = {box.lower.to(device), box.upper.to(device)};
+  });
+
+  RankReport mine;
+  mine.baseline = memory::live_bytes();
+  memory::reset_peak();
+  comm->reset_stats();
+  const auto t0 = std::chrono::steady_clock::now();
+  Interval b;
+  try {
+    b = compute_bounds(graph, box, method, options, {}, a.spec_parallel ? comm : nullptr);
+  } catch (const std::exception& e) {
+    if (comm->size() == 1) throw;
+    // The other ranks may be waiting in a collective: end them all.
+    std::fprintf(stderr, "distcrown: error: rank %d: %s\n", comm->rank(), e.what());
+    dist::abort_all_ranks(1);
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  mine.peak = memory::peak_bytes();
+  mine.comm = comm->stats();
+  const std::vector<RankReport> reports = gather_reports(*comm, mine);
+  if (comm->rank() != 0) return 0;
+
+  const auto lower = to_vector(b.lower);
+  const auto upper = to_vector(b.upper);
+  print_table(a, lower, upper, dtype == at::kDouble);
+  int64_t max_peak = 0;
+  int64_t max_base = 0;
+  for (const auto& r : reports) {
+    max_peak = std::max(max_peak, r.peak);
+    max_base = std::max(max_base, r.baseline);
+  }
+  std::printf("time %.4f s, %d rank(s), shard %s%s, memory per rank: baseline %.2f MB, peak %.2f MB\n",
+              seconds, comm->size(), a.shard.c_str(), a.spec_parallel ? " + spec-parallel" : "",
+              double(max_base) / 1e6, double(max_peak) / 1e6);
+  if (!a.json.empty()) write_json(a, lower, upper, seconds, comm->size(), reports);
   return 0;
 }
 
@@ -130,6 +242,18 @@ Action add_bounds_command(CLI::App& app) {
                   "intermediate bounds: auto_lirpa (default, matches auto_LiRPA) or tight "
                   "(CROWN for every neuron, intersected with IBP)")
       ->check(CLI::IsMember({"auto_lirpa", "tight"}))
+      ->capture_default_str();
+  cmd->add_option("--shard", args->shard, "parameter sharding over the ranks: none or fsdp")
+      ->check(CLI::IsMember({"none", "fsdp"}))
+      ->capture_default_str();
+  cmd->add_flag("--spec-parallel", args->spec_parallel,
+                "split the rows of every backward pass across the ranks");
+  cmd->add_option("--device", args->device, "cpu or cuda")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  cmd->add_option("--backend", args->backend,
+                  "auto (MPI under mpirun, NCCL with --device cuda), local, mpi or nccl")
+      ->check(CLI::IsMember({"auto", "local", "mpi", "nccl"}))
       ->capture_default_str();
   return [args] { return run_bounds(*args); };
 }

@@ -1,11 +1,12 @@
 // The distcrown executable: thin over the library. Every library error becomes one line on stderr
-// and exit code 1; usage errors exit 2 (CLI11's convention is kept for --help).
+// and exit code 1; usage errors exit 2.
 #include <iostream>
 
 #include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
 
 #include "cli/commands.hpp"
+#include "distcrown/dist/agreement.hpp"
 #include "distcrown/util/error.hpp"
 #include "distcrown/util/memory.hpp"
 
@@ -17,11 +18,15 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    const int rc = app.exit(e);  // prints help, or the usage error
+    return rc == 0 ? 0 : 2;
   }
   try {
     if (app.got_subcommand("bounds")) return bounds();
     return 2;
+  } catch (const distcrown::dist::WorldError& e) {
+    // Every rank has this error; rank 0 (the only one that prints) reports it once.
+    if (e.printing_rank()) std::cerr << "distcrown: error: " << e.what() << "\n";
   } catch (const distcrown::Error& e) {
     std::cerr << "distcrown: error: " << e.what() << "\n";
   } catch (const c10::Error& e) {

@@ -47,6 +47,14 @@ void BoundGraph::to_dtype(at::ScalarType dtype) {
   dtype_ = dtype;
 }
 
+void BoundGraph::to_device(const at::Device& device) {
+  for (auto& n : nodes_) {
+    if (!n.op) continue;
+    for (ParamPtr* p : n.op->params()) (*p)->to_device(device);
+  }
+  device_ = device;
+}
+
 int64_t BoundGraph::param_bytes() const {
   int64_t total = 0;
   for (const auto& n : nodes_) {
@@ -86,11 +94,14 @@ void BoundGraph::finalize() {
   nodes_ = std::move(kept);
   affine_from_input_.assign(nodes_.size(), false);
   affine_from_input_[0] = true;
+  std::vector<int> mixing(nodes_.size(), 0);  // element-mixing maps between the input and i
   for (size_t i = 1; i < nodes_.size(); ++i) {
     for (int p : nodes_[i].inputs) nodes_[size_t(p)].users.push_back(static_cast<int>(i));
     const auto& n = nodes_[i];
-    affine_from_input_[i] = n.op->is_affine() && n.inputs.size() == 1 &&
-                            affine_from_input_[size_t(n.inputs[0])];
+    if (!n.op->is_affine() || n.inputs.size() != 1) continue;
+    const auto parent = size_t(n.inputs[0]);
+    mixing[i] = mixing[parent] + (n.op->mixes_elements() ? 1 : 0);
+    affine_from_input_[i] = affine_from_input_[parent] && mixing[i] <= 1;
   }
 }
 

@@ -13,6 +13,8 @@ void LocalParam::to_dtype(at::ScalarType dtype) {
   if (value_.is_floating_point()) value_ = value_.to(dtype).contiguous();
 }
 
+void LocalParam::to_device(const at::Device& device) { value_ = value_.to(device); }
+
 ParamPtr make_param(at::Tensor value) {
   return std::make_shared<LocalParam>(std::move(value).contiguous());
 }

@@ -152,6 +152,9 @@ OnnxModel parse_onnx_model(const std::string& bytes, const std::string& source) 
   if (!mp.has_graph() || mp.graph().node_size() == 0) {
     throw ModelError(source + ": the ONNX model has no graph nodes (truncated or corrupt file?)");
   }
+  if (mp.opset_import_size() == 0) {
+    throw ModelError(source + ": the ONNX model has no opset_import (truncated or corrupt file?)");
+  }
   OnnxModel m;
   m.ir_version = mp.ir_version();
   for (const auto& op : mp.opset_import()) {

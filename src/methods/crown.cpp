@@ -10,6 +10,19 @@
 namespace distcrown {
 namespace {
 
+// Every backward pass runs on a multiple of this many rows (padded by repeating a row): the GEMM
+// kernels compute rows in tiles of 8, and a row in a partial tile can round differently. With
+// full tiles a row's bounds do not depend on which other rows share its pass, so chunking and
+// spec-parallel splitting give the bits of one unchunked pass (docs/architecture.md).
+constexpr int64_t kRowAlign = 8;
+
+at::Tensor pad_rows(const at::Tensor& idx) {
+  const int64_t k = idx.numel();
+  const int64_t padded = (k + kRowAlign - 1) / kRowAlign * kRowAlign;
+  if (padded == k) return idx;
+  return at::cat({idx, idx[k - 1].expand({padded - k})});
+}
+
 int64_t per_batch_numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (size_t i = 1; i < shape.size(); ++i) n *= shape[i];
@@ -30,10 +43,27 @@ void add_into(BoundA& a, const BoundA& b) {
   accumulate(a.uA, b.uA);
 }
 
+// Rows [r, B, *shape] of a start matrix. One-hot neuron rows: A[j, b, rows[j]] = 1.
+at::Tensor one_hot_rows(const at::Tensor& rows, const std::vector<int64_t>& shape, int64_t B,
+                        const at::TensorOptions& options) {
+  const int64_t n = per_batch_numel(shape);
+  const int64_t k = rows.numel();
+  at::Tensor eye = at::zeros({k, B, n}, options);
+  eye.scatter_(2, rows.reshape({k, 1, 1}).expand({k, B, 1}), 1.0);
+  std::vector<int64_t> full{k, B};
+  full.insert(full.end(), shape.begin() + 1, shape.end());
+  return eye.reshape(full);
+}
+
 }  // namespace
 
-CrownEngine::CrownEngine(const BoundGraph& g, InputBox box, BoundOptions options)
-    : g_(g), box_(std::move(box)), opt_(options), bounds_(size_t(g.size())) {
+CrownEngine::CrownEngine(const BoundGraph& g, InputBox box, BoundOptions options,
+                         dist::CommPtr spec_comm)
+    : g_(g),
+      box_(std::move(box)),
+      opt_(options),
+      spec_comm_(std::move(spec_comm)),
+      bounds_(size_t(g.size())) {
   if (opt_.crown_batch_size < 0) throw InvalidArgument("crown batch size must be >= 0");
   bounds_[0] = box_;
 }
@@ -59,7 +89,7 @@ Interval CrownEngine::refine(int i, const Interval& reference) {
   const at::Tensor lo = reference.lower.reshape({B, n});
   const at::Tensor hi = reference.upper.reshape({B, n});
   if (opt_.scheme == IntermediateScheme::kTight) {
-    const Interval c = chunked_rows(i, at::arange(n, at::kLong));
+    const Interval c = neuron_rows(i, at::arange(n, at::kLong));
     return {at::maximum(c.lower, lo).reshape(reference.lower.sizes()),
             at::minimum(c.upper, hi).reshape(reference.upper.sizes())};
   }
@@ -69,10 +99,10 @@ Interval CrownEngine::refine(int i, const Interval& reference) {
   const int64_t k = rows.numel();
   if (k == 0) return reference;
   if (double(k) > opt_.minimum_sparsity * double(n)) {
-    const Interval c = chunked_rows(i, at::arange(n, at::kLong));
+    const Interval c = neuron_rows(i, at::arange(n, at::kLong));
     return {c.lower.reshape(reference.lower.sizes()), c.upper.reshape(reference.upper.sizes())};
   }
-  const Interval c = chunked_rows(i, rows);
+  const Interval c = neuron_rows(i, rows);
   at::Tensor new_lo = lo.clone();
   at::Tensor new_hi = hi.clone();
   new_lo.index_copy_(1, rows, c.lower);
@@ -80,39 +110,55 @@ Interval CrownEngine::refine(int i, const Interval& reference) {
   return {new_lo.reshape(reference.lower.sizes()), new_hi.reshape(reference.upper.sizes())};
 }
 
-Interval CrownEngine::chunked_rows(int start, const at::Tensor& rows) {
-  const int64_t k = rows.numel();
-  const int64_t chunk = opt_.crown_batch_size > 0 ? opt_.crown_batch_size : k;
-  if (chunk >= k) return backward_rows(start, rows);
-  std::vector<at::Tensor> lower, upper;
-  for (int64_t s = 0; s < k; s += chunk) {
-    const Interval part = backward_rows(start, rows.slice(0, s, std::min(k, s + chunk)));
-    lower.push_back(part.lower);
-    upper.push_back(part.upper);
+Interval CrownEngine::neuron_rows(int start, const at::Tensor& rows) {
+  const auto& shape = g_.node(start).shape;
+  const int64_t B = box_.lower.size(0);
+  const auto options = box_.lower.options();
+  return bound_rows(start, rows.numel(), [&](const at::Tensor& idx) {
+    return one_hot_rows(rows.index_select(0, idx), shape, B, options);
+  });
+}
+
+Interval CrownEngine::bound_rows(int start, int64_t k, const RowMaker& make_rows) {
+  const int P = spec_comm_ ? spec_comm_->size() : 1;
+  if (P == 1) return chunked(start, at::arange(k, at::kLong), make_rows);
+  // Rank r takes rows [r·per, (r+1)·per); every rank pads its slice to `per` rows by repeating
+  // a row, so all ranks run the same passes and make the same collective calls (FSDP gathers
+  // inside them) in the same order.
+  const int64_t per = ((k + P - 1) / P + kRowAlign - 1) / kRowAlign * kRowAlign;
+  const int64_t begin = std::min(k, per * spec_comm_->rank());
+  const int64_t end = std::min(k, begin + per);
+  at::Tensor idx = at::arange(begin, end, at::kLong);
+  if (end - begin < per) {
+    const int64_t filler = end > begin ? end - 1 : 0;
+    idx = at::cat({idx, at::full({per - (end - begin)}, filler, at::kLong)});
   }
+  const Interval local = chunked(start, idx, make_rows);  // [B, per] each
+  const int64_t B = local.lower.size(0);
+  const at::Tensor mine = at::stack({local.lower, local.upper}).contiguous();  // [2, B, per]
+  at::Tensor all = at::empty({P, 2, B, per}, mine.options());
+  spec_comm_->all_gather(mine, all);
+  // [P, 2, B, per] -> [2, B, P·per] -> the first k rows.
+  const at::Tensor joined = all.permute({1, 2, 0, 3}).reshape({2, B, P * per}).slice(2, 0, k);
+  return {joined[0].contiguous(), joined[1].contiguous()};
+}
+
+Interval CrownEngine::chunked(int start, const at::Tensor& idx, const RowMaker& make_rows) {
+  const int64_t k = idx.numel();
+  const int64_t chunk = opt_.crown_batch_size > 0 ? opt_.crown_batch_size : std::max<int64_t>(k, 1);
+  std::vector<at::Tensor> lower;
+  std::vector<at::Tensor> upper;
+  for (int64_t s = 0; s < k; s += chunk) {
+    const int64_t rows = std::min(k, s + chunk) - s;
+    at::Tensor A = make_rows(pad_rows(idx.slice(0, s, s + rows)));
+    BoundA a{A, A};
+    A = at::Tensor();  // the pass owns the start matrix and frees it after its first step
+    Interval part = backward_from(start, std::move(a));  // [B, rows padded]
+    lower.push_back(part.lower.slice(1, 0, rows));
+    upper.push_back(part.upper.slice(1, 0, rows));
+  }
+  if (lower.size() == 1) return {lower.front(), upper.front()};
   return {at::cat(lower, 1), at::cat(upper, 1)};
-}
-
-namespace {
-// One-hot rows of a node: [k, B, *shape] with A[j, b, rows[j]] = 1. Returned as the only
-// reference, so the backward pass can free it after the first step.
-at::Tensor one_hot_rows(const at::Tensor& rows, const std::vector<int64_t>& shape, int64_t B,
-                        const at::TensorOptions& options) {
-  const int64_t n = per_batch_numel(shape);
-  const int64_t k = rows.numel();
-  at::Tensor eye = at::zeros({k, B, n}, options);
-  eye.scatter_(2, rows.reshape({k, 1, 1}).expand({k, B, 1}), 1.0);
-  std::vector<int64_t> full{k, B};
-  full.insert(full.end(), shape.begin() + 1, shape.end());
-  return eye.reshape(full);
-}
-}  // namespace
-
-Interval CrownEngine::backward_rows(int start, const at::Tensor& rows) {
-  at::Tensor A = one_hot_rows(rows, g_.node(start).shape, box_.lower.size(0), box_.lower.options());
-  BoundA a{A, A};
-  A = {};
-  return backward_from(start, std::move(a));
 }
 
 Interval CrownEngine::backward_from(int start, BoundA a) {
@@ -145,7 +191,7 @@ Interval CrownEngine::backward_from(int start, BoundA a) {
   if (it == pending.end()) throw Error("internal: backward pass did not reach the input");
   const int64_t spec = it->second.lA.defined() ? it->second.lA.size(0) : it->second.uA.size(0);
   const int64_t B = box_.lower.size(0);
-  // A node fed only by constants contributes nothing but its bias; keep shapes [spec, B].
+  // A pass where no term reached the bias still yields [spec, B] bounds.
   if (!bias.lower.defined()) bias.lower = at::zeros({spec, B}, box_.lower.options());
   if (!bias.upper.defined()) bias.upper = at::zeros({spec, B}, box_.lower.options());
   return concretize(it->second, bias, box_);
@@ -158,20 +204,19 @@ Interval CrownEngine::output_bounds(const at::Tensor& C) {
   const int64_t n = per_batch_numel(shape);
   Interval result;
   if (!C.defined()) {
-    result = chunked_rows(out, at::arange(n, at::kLong));
+    result = neuron_rows(out, at::arange(n, at::kLong));
   } else {
     if (C.dim() != 2 || C.size(1) != n) {
       throw InvalidArgument("spec matrix C must be [spec, " + std::to_string(n) + "]");
     }
-    std::vector<int64_t> full{C.size(0), B};
-    full.insert(full.end(), shape.begin() + 1, shape.end());
-    at::Tensor A = C.to(box_.lower.scalar_type())
-                       .reshape({C.size(0), 1, n})
-                       .expand({C.size(0), B, n})
-                       .reshape(full);
-    BoundA a{A, A};
-    A = {};
-    result = backward_from(out, std::move(a));
+    const at::Tensor Cd = C.to(box_.lower.scalar_type());
+    result = bound_rows(out, C.size(0), [&](const at::Tensor& idx) {
+      // C rows [r, n] -> [r, B, *shape]
+      const int64_t r = idx.numel();
+      std::vector<int64_t> full{r, B};
+      full.insert(full.end(), shape.begin() + 1, shape.end());
+      return Cd.index_select(0, idx).reshape({r, 1, n}).expand({r, B, n}).reshape(full);
+    });
   }
   if (opt_.scheme == IntermediateScheme::kTight) {
     std::vector<const Interval*> args;
@@ -183,9 +228,10 @@ Interval CrownEngine::output_bounds(const at::Tensor& C) {
 }
 
 Interval compute_bounds(const BoundGraph& g, const InputBox& box, Method method,
-                        const BoundOptions& options, const at::Tensor& C) {
+                        const BoundOptions& options, const at::Tensor& C,
+                        dist::CommPtr spec_comm) {
   if (method == Method::kIbp) return ibp_bounds(g, box, C);
-  CrownEngine engine(g, box, options);
+  CrownEngine engine(g, box, options, std::move(spec_comm));
   engine.compute_intermediate_bounds();
   return engine.output_bounds(C);
 }

@@ -58,7 +58,7 @@ Value lower_batchnorm(LoweringContext& ctx) {
   std::vector<int64_t> param_shape{C};
   for (int64_t i = 2; i < rank; ++i) param_shape.push_back(1);
   const at::Tensor w = (gamma / at::sqrt(var + eps)).reshape(param_shape);
-  const at::Tensor b = (beta - mean.reshape(param_shape) * w).reshape(param_shape);
+  const at::Tensor b = beta.reshape(param_shape) - mean.reshape(param_shape) * w;
   if (ctx.all_constant()) {
     const at::Tensor& xc = ctx.constant(0);
     return Value::of_constant((xc * w + b).to(xc.scalar_type()));

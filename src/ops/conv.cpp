@@ -13,6 +13,7 @@ class BoundConv2d final : public BoundNode {
       : w_(std::move(w)), b_(std::move(b)), o_(o) {}
   std::string op_type() const override { return "Conv"; }
   bool is_affine() const override { return true; }
+  bool mixes_elements() const override { return true; }
   std::vector<ParamPtr*> params() override {
     std::vector<ParamPtr*> p{&w_};
     if (b_) p.push_back(&b_);

@@ -12,6 +12,7 @@ class BoundLinear final : public BoundNode {
   BoundLinear(ParamPtr w, ParamPtr b) : w_(std::move(w)), b_(std::move(b)) {}
   std::string op_type() const override { return "Linear"; }
   bool is_affine() const override { return true; }
+  bool mixes_elements() const override { return true; }
   std::vector<ParamPtr*> params() override {
     std::vector<ParamPtr*> p{&w_};
     if (b_) p.push_back(&b_);
@@ -37,8 +38,19 @@ class BoundLinear final : public BoundNode {
     // A [S, B, ..., out] -> A W [S, B, ..., in]; bias += A·b.
     const at::Tensor w = w_->get();
     const at::Tensor b = bias();
+    const int64_t in = w.size(1);
+    // For products only a few columns wide, MKL picks kernels whose rounding of a row depends on
+    // the other rows; with at least kMinColumns columns (zero padding) it does not, which keeps
+    // chunked and spec-parallel passes bitwise equal to one pass (docs/architecture.md).
+    constexpr int64_t kMinColumns = 16;
+    const at::Tensor wide =
+        in >= kMinColumns ? w : at::cat({w, at::zeros({w.size(0), kMinColumns - in}, w.options())}, 1);
     return {map_sides(
-        a, bias_acc, [&](const at::Tensor& A) { return at::matmul(A, w); },
+        a, bias_acc,
+        [&](const at::Tensor& A) {
+          const at::Tensor r = at::matmul(A, wide);
+          return in >= kMinColumns ? r : r.narrow(-1, 0, in).contiguous();
+        },
         [&](const at::Tensor& A) { return b.defined() ? contract(A, b) : at::Tensor(); })};
   }
 

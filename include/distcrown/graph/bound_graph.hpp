@@ -37,7 +37,8 @@ class BoundGraph {
 
   /// True when some consumer of node i relaxes a nonlinearity and so needs bounds on i.
   [[nodiscard]] bool is_pre_activation(int i) const;
-  /// True when node i is an affine function of the input through single-input affine nodes only.
+  /// True when IBP is exact at node i: it is an affine function of the input through
+  /// single-input affine nodes, at most one of which mixes elements (Linear/Conv).
   [[nodiscard]] bool affine_from_input(int i) const { return affine_from_input_.at(size_t(i)); }
 
   /// Concrete forward pass; x is [batch, *input_shape]. Returns the output [batch, *output_shape].
@@ -45,6 +46,9 @@ class BoundGraph {
 
   /// Casts every parameter (float32 <-> float64).
   void to_dtype(at::ScalarType dtype);
+  /// Moves every parameter to `device`.
+  void to_device(const at::Device& device);
+  [[nodiscard]] at::Device device() const { return device_; }
 
   /// Bytes of parameters held by this process.
   [[nodiscard]] int64_t param_bytes() const;
@@ -60,6 +64,7 @@ class BoundGraph {
   std::vector<bool> affine_from_input_;
   int output_ = -1;
   at::ScalarType dtype_ = at::kFloat;
+  at::Device device_ = at::kCPU;
 };
 
 /// Builds a BoundGraph node by node, inferring each node's shape by a forward pass on zeros so a

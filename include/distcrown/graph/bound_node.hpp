@@ -36,9 +36,11 @@ class BoundNode {
                                                      BiasPair& bias) const = 0;
 
   [[nodiscard]] virtual bool needs_input_bounds() const { return false; }
-  /// True when the output is an affine function of the (single) bounded input, so IBP through a
-  /// chain of such nodes from the input box is exact.
+  /// True when the output is an affine function of the (single) bounded input.
   [[nodiscard]] virtual bool is_affine() const { return false; }
+  /// True for affine maps that mix elements (Linear, Conv). IBP of a box through elementwise
+  /// affine maps and at most one mixing map is exact; through two mixing maps it is not.
+  [[nodiscard]] virtual bool mixes_elements() const { return false; }
   /// Parameters this node reads (for casting, sharding and memory accounting).
   [[nodiscard]] virtual std::vector<ParamPtr*> params() { return {}; }
 

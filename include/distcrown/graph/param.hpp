@@ -21,6 +21,8 @@ class ParamRef {
   [[nodiscard]] virtual int64_t numel() const = 0;
   /// Casts the stored values (e.g. to float64 on request).
   virtual void to_dtype(at::ScalarType dtype) = 0;
+  /// Moves the stored values to a device (CPU or CUDA).
+  virtual void to_device(const at::Device& device) = 0;
 };
 
 using ParamPtr = std::shared_ptr<ParamRef>;
@@ -33,6 +35,7 @@ class LocalParam final : public ParamRef {
   [[nodiscard]] int64_t resident_bytes() const override;
   [[nodiscard]] int64_t numel() const override;
   void to_dtype(at::ScalarType dtype) override;
+  void to_device(const at::Device& device) override;
 
  private:
   at::Tensor value_;

@@ -2,10 +2,12 @@
 // CROWN: backward linear bound propagation with intermediate (pre-activation) bounds computed
 // node by node in topological order (scheme in options.hpp). A matrices live only while they are
 // propagated: the one for a node is dropped as soon as its inputs' are computed.
+#include <functional>
 #include <optional>
 #include <vector>
 
 #include "distcrown/bounds/interval.hpp"
+#include "distcrown/dist/communicator.hpp"
 #include "distcrown/graph/bound_graph.hpp"
 #include "distcrown/methods/options.hpp"
 
@@ -13,7 +15,12 @@ namespace distcrown {
 
 class CrownEngine {
  public:
-  CrownEngine(const BoundGraph& g, InputBox box, BoundOptions options);
+  /// With `spec_comm` (spec-parallel bounding), the rows of every backward pass (output specs and
+  /// intermediate neurons) are split across its ranks; each rank propagates only its rows and the
+  /// bound slices are AllGathered, so every rank ends with all bounds. All ranks must call the
+  /// same methods in the same order.
+  CrownEngine(const BoundGraph& g, InputBox box, BoundOptions options,
+              dist::CommPtr spec_comm = nullptr);
 
   /// Computes every intermediate bound the output's backward pass needs.
   void compute_intermediate_bounds();
@@ -24,25 +31,32 @@ class CrownEngine {
   /// Interval of node i ([batch, *shape]); only after compute_intermediate_bounds().
   [[nodiscard]] const Interval& bounds(int i) const { return *bounds_.at(size_t(i)); }
 
-  /// Linear bounds of `start`'s neurons `rows` (flat indices into its per-batch shape) w.r.t. the
-  /// input, concretized: lower/upper [batch, rows]. Needs the bounds of every ReLU below start.
-  Interval backward_rows(int start, const at::Tensor& rows);
-
-  /// Backward pass from `start` with the given A ([spec, batch, *shape of start]).
+  /// Backward pass from `start` with the given A ([spec, batch, *shape of start]), concretized:
+  /// lower/upper [batch, spec]. Needs the bounds of every ReLU below start. Local to this rank.
   Interval backward_from(int start, BoundA a);
+
+  /// Builds the start A for the given row indices (LongTensor [r]): [r, batch, *shape].
+  using RowMaker = std::function<at::Tensor(const at::Tensor& idx)>;
+
+  /// Bounds of k rows starting at `start`: chunked by crown_batch_size and, with a spec
+  /// communicator, split across ranks. lower/upper [batch, k].
+  Interval bound_rows(int start, int64_t k, const RowMaker& make_rows);
 
  private:
   Interval refine(int i, const Interval& reference);
-  Interval chunked_rows(int start, const at::Tensor& rows);
+  Interval neuron_rows(int start, const at::Tensor& rows);
+  Interval chunked(int start, const at::Tensor& idx, const RowMaker& make_rows);
 
   const BoundGraph& g_;
   InputBox box_;
   BoundOptions opt_;
+  dist::CommPtr spec_comm_;
   std::vector<std::optional<Interval>> bounds_;
 };
 
 /// IBP or CROWN bounds of C·output (see CrownEngine); lower/upper [batch, spec].
 Interval compute_bounds(const BoundGraph& g, const InputBox& box, Method method,
-                        const BoundOptions& options = {}, const at::Tensor& C = {});
+                        const BoundOptions& options = {}, const at::Tensor& C = {},
+                        dist::CommPtr spec_comm = nullptr);
 
 }  // namespace distcrown

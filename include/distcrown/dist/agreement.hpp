@@ -1,0 +1,57 @@
+#pragma once
+// Keeping P ranks in step when something goes wrong. A rank that fails while the others wait in a
+// collective would hang them, so the points where a user error can happen (loading files,
+// options) end with an agreement: every rank reports its error or "", all ranks learn the first
+// one, and all throw the same WorldError. Rank 0 prints it; everyone exits non-zero.
+#include <cstdint>
+#include <string>
+
+#include "distcrown/dist/communicator.hpp"
+#include "distcrown/util/error.hpp"
+
+namespace distcrown::dist {
+
+/// An error known to every rank (the same message everywhere).
+class WorldError : public Error {
+ public:
+  WorldError(const std::string& message, int failing_rank, bool printing_rank)
+      : Error(message), failing_rank_(failing_rank), printing_rank_(printing_rank) {}
+  [[nodiscard]] int failing_rank() const { return failing_rank_; }
+  /// True on the one rank (rank 0) that should print it.
+  [[nodiscard]] bool printing_rank() const { return printing_rank_; }
+
+ private:
+  int failing_rank_;
+  bool printing_rank_;
+};
+
+/// Collective: throws WorldError on every rank when any rank's `local_error` is non-empty
+/// (message of the lowest such rank, prefixed with "rank r: " when P > 1).
+void agree_on_errors(Communicator& comm, const std::string& local_error);
+
+/// Runs `fn` on this rank, then agrees on errors: either every rank returns normally or every
+/// rank throws the same WorldError.
+template <class Fn>
+void run_agreed(Communicator& comm, Fn&& fn) {
+  std::string error;
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    error = e.what();
+    if (error.empty()) error = "unknown error";
+  }
+  agree_on_errors(comm, error);
+}
+
+/// Collective: throws WorldError on every rank unless all ranks pass the same `fingerprint` of
+/// what they loaded (model, property, options).
+void check_same_inputs(Communicator& comm, const std::string& fingerprint);
+
+/// 64-bit FNV-1a of some bytes, hex; for fingerprints of files and options.
+std::string fingerprint(const std::string& bytes);
+
+/// For executables only (a library never exits): ends every rank of the job with `code` after
+/// an error that the other ranks cannot learn of (MPI_Abort when MPI is up, else _Exit).
+[[noreturn]] void abort_all_ranks(int code);
+
+}  // namespace distcrown::dist

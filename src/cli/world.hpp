@@ -1,0 +1,13 @@
+#pragma once
+// The set of processes a command runs on: a communicator chosen from --backend and --device.
+#include <string>
+
+#include "distcrown/dist/communicator.hpp"
+
+namespace distcrown::cli {
+
+/// backend: auto (MPI when launched by mpirun, NCCL instead when --device cuda, else local),
+/// local, mpi or nccl.
+dist::CommPtr make_world(const std::string& backend, const std::string& device);
+
+}  // namespace distcrown::cli

@@ -1,0 +1,77 @@
+// Local backend: P = 1. Every collective reduces to a copy or nothing, but the arguments are
+// checked exactly as the other backends check them and the stats are counted the same way, so
+// code developed at P = 1 behaves identically when sharded.
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "distcrown/dist/communicator.hpp"
+#include "mpi_environment.hpp"
+
+namespace distcrown::dist {
+namespace {
+
+class LocalCommunicator final : public Communicator {
+ public:
+  [[nodiscard]] int rank() const override { return 0; }
+  [[nodiscard]] int size() const override { return 1; }
+  [[nodiscard]] std::string backend() const override { return "local"; }
+
+  void all_reduce(at::Tensor& t, ReduceOp /*op*/) override {
+    detail::check_tensor(t, "all_reduce", "t");
+    record(std::chrono::steady_clock::now(), static_cast<int64_t>(t.nbytes()));
+  }
+
+  void all_gather(const at::Tensor& in, at::Tensor& out) override {
+    detail::check_in_out(in, out, "all_gather");
+    detail::check_numel_ratio(out, "out", in, "in", 1, "all_gather");
+    const auto start = std::chrono::steady_clock::now();
+    copy_flat(in, out);
+    record(start, static_cast<int64_t>(in.nbytes()));
+  }
+
+  void reduce_scatter(const at::Tensor& in, at::Tensor& out, ReduceOp /*op*/) override {
+    detail::check_in_out(in, out, "reduce_scatter");
+    detail::check_numel_ratio(in, "in", out, "out", 1, "reduce_scatter");
+    const auto start = std::chrono::steady_clock::now();
+    copy_flat(in, out);
+    record(start, static_cast<int64_t>(in.nbytes()));
+  }
+
+  void broadcast(at::Tensor& t, int root) override {
+    detail::check_tensor(t, "broadcast", "t");
+    detail::check_root(root, 1, "broadcast");
+    record(std::chrono::steady_clock::now(), static_cast<int64_t>(t.nbytes()));
+  }
+
+  void barrier() override { record(std::chrono::steady_clock::now(), 0); }
+
+  [[nodiscard]] std::vector<std::string> all_gather_strings(const std::string& s) override {
+    return {s};
+  }
+
+ private:
+  // out and in have the same numel and are contiguous, so a flat view copies in rank-major order
+  // whatever their shapes are.
+  static void copy_flat(const at::Tensor& in, at::Tensor& out) {
+    if (in.numel() == 0 || in.is_same(out)) {
+      return;
+    }
+    out.view({-1}).copy_(in.view({-1}));
+  }
+
+  void record(std::chrono::steady_clock::time_point start, int64_t bytes) {
+    stats_.time_s += detail::seconds_since(start);
+    stats_.calls += 1;
+    stats_.bytes += bytes;
+  }
+};
+
+}  // namespace
+
+CommPtr make_local_communicator() { return std::make_shared<LocalCommunicator>(); }
+
+}  // namespace distcrown::dist

@@ -1,0 +1,393 @@
+// MPI backend: Open MPI collectives on a duplicate of MPI_COMM_WORLD. CPU tensors go to MPI
+// directly; CUDA tensors are staged through host memory with at:: copies (no CUDA headers here).
+// Also home of the process-wide MPI environment and of the argument checks all backends share.
+#include <chrono>
+#include <climits>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <c10/core/ScalarType.h>
+
+#include "distcrown/dist/communicator.hpp"
+#include "distcrown/util/error.hpp"
+#include "mpi_environment.hpp"
+
+namespace distcrown::dist {
+namespace detail {
+namespace {
+
+std::string mpi_error_string(int rc) {
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  if (MPI_Error_string(rc, text, &length) != MPI_SUCCESS) {
+    return "MPI error code " + std::to_string(rc);
+  }
+  return std::string(text, static_cast<size_t>(length));
+}
+
+// The process-wide environment: the one piece of global state of this backend. A weak_ptr, so
+// the environment lives exactly as long as some communicator holds it.
+std::mutex& env_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+std::weak_ptr<MpiEnvironment>& env_slot() {
+  static std::weak_ptr<MpiEnvironment> slot;
+  return slot;
+}
+
+}  // namespace
+
+std::shared_ptr<MpiEnvironment> MpiEnvironment::acquire() {
+  std::lock_guard<std::mutex> lock(env_mutex());
+  if (auto env = env_slot().lock()) {
+    return env;
+  }
+  int finalized = 0;
+  check_mpi(MPI_Finalized(&finalized), "MPI_Finalized");
+  if (finalized != 0) {
+    throw Error(
+        "MPI has already been finalized in this process and cannot be initialized again; keep "
+        "one MPI/NCCL communicator alive for as long as distributed work continues");
+  }
+  int initialized = 0;
+  check_mpi(MPI_Initialized(&initialized), "MPI_Initialized");
+  bool owns = false;
+  if (initialized == 0) {
+    int provided = 0;
+    const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    if (rc != MPI_SUCCESS) {
+      throw Error("cannot initialize MPI: MPI_Init_thread failed: " + mpi_error_string(rc));
+    }
+    owns = true;
+  }
+  std::shared_ptr<MpiEnvironment> env(new MpiEnvironment(owns));
+  env_slot() = env;
+  return env;
+}
+
+MpiEnvironment::~MpiEnvironment() {
+  if (!owns_) {
+    return;
+  }
+  std::lock_guard<std::mutex> lock(env_mutex());
+  int finalized = 0;
+  if (MPI_Finalized(&finalized) == MPI_SUCCESS && finalized == 0) {
+    MPI_Finalize();
+  }
+}
+
+MpiComm::~MpiComm() {
+  if (comm_ == MPI_COMM_NULL) {
+    return;
+  }
+  int finalized = 0;
+  if (MPI_Finalized(&finalized) == MPI_SUCCESS && finalized == 0) {
+    MPI_Comm_free(&comm_);
+  }
+}
+
+void check_mpi(int rc, const char* what) {
+  if (rc != MPI_SUCCESS) {
+    throw Error(std::string(what) + " failed: " + mpi_error_string(rc));
+  }
+}
+
+std::unique_ptr<MpiComm> dup_world() {
+  MPI_Comm comm = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup");
+  auto owned = std::make_unique<MpiComm>(comm);
+  check_mpi(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  return owned;
+}
+
+std::vector<std::string> all_gather_strings(MPI_Comm comm, const std::string& s) {
+  if (s.size() > static_cast<size_t>(INT_MAX)) {
+    throw InvalidArgument("all_gather_strings: string of " + std::to_string(s.size()) +
+                          " bytes is larger than MPI's int count limit");
+  }
+  int size = 0;
+  check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+  const int length = static_cast<int>(s.size());
+  std::vector<int> lengths(static_cast<size_t>(size), 0);
+  check_mpi(MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm), "MPI_Allgather");
+  std::vector<int> displs(static_cast<size_t>(size), 0);
+  int64_t total = 0;
+  for (size_t r = 0; r < lengths.size(); ++r) {
+    if (total > INT_MAX) {
+      break;
+    }
+    displs[r] = static_cast<int>(total);
+    total += lengths[r];
+  }
+  if (total > INT_MAX) {
+    // Every rank sees the same lengths, so every rank throws here: no rank is left waiting.
+    throw InvalidArgument("all_gather_strings: " + std::to_string(total) +
+                          " bytes in all exceed MPI's int count limit");
+  }
+  std::vector<char> buffer(static_cast<size_t>(total) + 1, '\0');
+  check_mpi(MPI_Allgatherv(s.data(), length, MPI_CHAR, buffer.data(), lengths.data(), displs.data(),
+                           MPI_CHAR, comm),
+            "MPI_Allgatherv");
+  std::vector<std::string> result;
+  result.reserve(lengths.size());
+  for (size_t r = 0; r < lengths.size(); ++r) {
+    result.emplace_back(buffer.data() + displs[r], static_cast<size_t>(lengths[r]));
+  }
+  return result;
+}
+
+void check_tensor(const at::Tensor& t, const char* op, const char* name) {
+  if (!t.defined()) {
+    throw InvalidArgument(std::string(op) + ": `" + name + "` is an undefined tensor");
+  }
+  if (!t.is_contiguous()) {
+    throw InvalidArgument(std::string(op) + ": `" + name +
+                          "` must be contiguous (call .contiguous())");
+  }
+}
+
+void check_in_out(const at::Tensor& in, const at::Tensor& out, const char* op) {
+  check_tensor(in, op, "in");
+  check_tensor(out, op, "out");
+  if (in.scalar_type() != out.scalar_type()) {
+    throw InvalidArgument(std::string(op) + ": `in` and `out` must have the same dtype (got " +
+                          c10::toString(in.scalar_type()) + " and " +
+                          c10::toString(out.scalar_type()) + ")");
+  }
+  if (in.device() != out.device()) {
+    throw InvalidArgument(std::string(op) + ": `in` and `out` must be on the same device (got " +
+                          in.device().str() + " and " + out.device().str() + ")");
+  }
+}
+
+void check_numel_ratio(const at::Tensor& big, const char* big_name, const at::Tensor& small,
+                       const char* small_name, int size, const char* op) {
+  if (big.numel() != static_cast<int64_t>(size) * small.numel()) {
+    throw InvalidArgument(std::string(op) + ": " + big_name + ".numel() (" +
+                          std::to_string(big.numel()) + ") must equal size() (" +
+                          std::to_string(size) + ") * " + small_name + ".numel() (" +
+                          std::to_string(small.numel()) + ")");
+  }
+}
+
+void check_root(int root, int size, const char* op) {
+  if (root < 0 || root >= size) {
+    throw InvalidArgument(std::string(op) + ": root " + std::to_string(root) +
+                          " is not a rank of this communicator (size " + std::to_string(size) +
+                          ")");
+  }
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::check_mpi;
+
+MPI_Datatype mpi_type(at::ScalarType type, const char* op) {
+  switch (type) {
+    case at::kFloat:
+      return MPI_FLOAT;
+    case at::kDouble:
+      return MPI_DOUBLE;
+    case at::kInt:
+      return MPI_INT32_T;
+    case at::kLong:
+      return MPI_INT64_T;
+    case at::kByte:
+    case at::kBool:  // one byte, 0 or 1
+      return MPI_UINT8_T;
+    default:
+      throw InvalidArgument(std::string(op) + ": the MPI communicator does not support dtype " +
+                            c10::toString(type) +
+                            " (supported: float, double, int32, int64, uint8, bool)");
+  }
+}
+
+MPI_Op mpi_op(ReduceOp op, at::ScalarType type) {
+  switch (op) {
+    case ReduceOp::kSum:
+      // A sum of bools is their logical OR (max keeps the values 0/1, as c10d does).
+      return type == at::kBool ? MPI_MAX : MPI_SUM;
+    case ReduceOp::kMax:
+      return MPI_MAX;
+    case ReduceOp::kMin:
+      return MPI_MIN;
+  }
+  throw InvalidArgument("unknown ReduceOp");
+}
+
+int mpi_count(int64_t numel, const char* op) {
+  if (numel > INT_MAX) {
+    throw InvalidArgument(std::string(op) + ": " + std::to_string(numel) +
+                          " elements exceed MPI's int count limit");
+  }
+  return static_cast<int>(numel);
+}
+
+void check_device(const at::Tensor& t, const char* op) {
+  if (!t.is_cpu() && !t.is_cuda()) {
+    throw InvalidArgument(std::string(op) +
+                          ": the MPI communicator takes CPU or CUDA tensors, not " +
+                          t.device().str());
+  }
+}
+
+// True when the byte ranges of two CPU tensors overlap (MPI forbids aliased send/receive buffers).
+bool overlaps(const at::Tensor& a, const at::Tensor& b) {
+  if (a.nbytes() == 0 || b.nbytes() == 0) {
+    return false;
+  }
+  const auto* a0 = static_cast<const char*>(a.data_ptr());
+  const auto* b0 = static_cast<const char*>(b.data_ptr());
+  return a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
+}
+
+at::Tensor empty_on_host_like(const at::Tensor& t) {
+  return at::empty(t.sizes(), t.options().device(at::kCPU));
+}
+
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator() : env_(detail::MpiEnvironment::acquire()), comm_(detail::dup_world()) {
+    check_mpi(MPI_Comm_rank(comm_->get(), &rank_), "MPI_Comm_rank");
+    check_mpi(MPI_Comm_size(comm_->get(), &size_), "MPI_Comm_size");
+  }
+
+  [[nodiscard]] int rank() const override { return rank_; }
+  [[nodiscard]] int size() const override { return size_; }
+  [[nodiscard]] std::string backend() const override { return "mpi"; }
+
+  void all_reduce(at::Tensor& t, ReduceOp op) override {
+    constexpr const char* kOp = "all_reduce";
+    detail::check_tensor(t, kOp, "t");
+    check_device(t, kOp);
+    const MPI_Datatype type = mpi_type(t.scalar_type(), kOp);
+    const MPI_Op mop = mpi_op(op, t.scalar_type());
+    const int count = mpi_count(t.numel(), kOp);
+    const auto start = std::chrono::steady_clock::now();
+    at::Tensor buf = t.is_cpu() ? t : t.cpu();
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, buf.data_ptr(), count, type, mop, comm_->get()),
+              "MPI_Allreduce");
+    if (!t.is_cpu()) {
+      t.copy_(buf);
+    }
+    record(start, static_cast<int64_t>(t.nbytes()));
+  }
+
+  void all_gather(const at::Tensor& in, at::Tensor& out) override {
+    constexpr const char* kOp = "all_gather";
+    detail::check_in_out(in, out, kOp);
+    check_device(in, kOp);
+    detail::check_numel_ratio(out, "out", in, "in", size_, kOp);
+    const MPI_Datatype type = mpi_type(in.scalar_type(), kOp);
+    const int count = mpi_count(in.numel(), kOp);
+    mpi_count(out.numel(), kOp);
+    const auto start = std::chrono::steady_clock::now();
+    if (in.is_cpu()) {
+      const at::Tensor send = overlaps(in, out) ? in.clone() : in;
+      check_mpi(
+          MPI_Allgather(send.data_ptr(), count, type, out.data_ptr(), count, type, comm_->get()),
+          "MPI_Allgather");
+    } else {
+      const at::Tensor send = in.cpu();
+      at::Tensor recv = empty_on_host_like(out);
+      check_mpi(
+          MPI_Allgather(send.data_ptr(), count, type, recv.data_ptr(), count, type, comm_->get()),
+          "MPI_Allgather");
+      out.copy_(recv);
+    }
+    record(start, static_cast<int64_t>(in.nbytes()));
+  }
+
+  void reduce_scatter(const at::Tensor& in, at::Tensor& out, ReduceOp op) override {
+    constexpr const char* kOp = "reduce_scatter";
+    detail::check_in_out(in, out, kOp);
+    check_device(in, kOp);
+    detail::check_numel_ratio(in, "in", out, "out", size_, kOp);
+    const MPI_Datatype type = mpi_type(in.scalar_type(), kOp);
+    const MPI_Op mop = mpi_op(op, in.scalar_type());
+    const int count = mpi_count(out.numel(), kOp);
+    mpi_count(in.numel(), kOp);
+    const auto start = std::chrono::steady_clock::now();
+    if (in.is_cpu()) {
+      const at::Tensor send = overlaps(in, out) ? in.clone() : in;
+      check_mpi(
+          MPI_Reduce_scatter_block(send.data_ptr(), out.data_ptr(), count, type, mop, comm_->get()),
+          "MPI_Reduce_scatter_block");
+    } else {
+      const at::Tensor send = in.cpu();
+      at::Tensor recv = empty_on_host_like(out);
+      check_mpi(MPI_Reduce_scatter_block(send.data_ptr(), recv.data_ptr(), count, type, mop,
+                                         comm_->get()),
+                "MPI_Reduce_scatter_block");
+      out.copy_(recv);
+    }
+    record(start, static_cast<int64_t>(in.nbytes()));
+  }
+
+  void broadcast(at::Tensor& t, int root) override {
+    constexpr const char* kOp = "broadcast";
+    detail::check_tensor(t, kOp, "t");
+    check_device(t, kOp);
+    detail::check_root(root, size_, kOp);
+    const MPI_Datatype type = mpi_type(t.scalar_type(), kOp);
+    const int count = mpi_count(t.numel(), kOp);
+    const auto start = std::chrono::steady_clock::now();
+    at::Tensor buf = t.is_cpu() ? t : (rank_ == root ? t.cpu() : empty_on_host_like(t));
+    check_mpi(MPI_Bcast(buf.data_ptr(), count, type, root, comm_->get()), "MPI_Bcast");
+    if (!t.is_cpu()) {
+      t.copy_(buf);
+    }
+    // Only the root sends the payload.
+    record(start, rank_ == root ? static_cast<int64_t>(t.nbytes()) : 0);
+  }
+
+  void barrier() override {
+    const auto start = std::chrono::steady_clock::now();
+    check_mpi(MPI_Barrier(comm_->get()), "MPI_Barrier");
+    record(start, 0);
+  }
+
+  [[nodiscard]] std::vector<std::string> all_gather_strings(const std::string& s) override {
+    return detail::all_gather_strings(comm_->get(), s);
+  }
+
+ private:
+  void record(std::chrono::steady_clock::time_point start, int64_t bytes) {
+    stats_.time_s += detail::seconds_since(start);
+    stats_.calls += 1;
+    stats_.bytes += bytes;
+  }
+
+  // Declaration order = construction order; destruction frees the communicator before the
+  // environment can finalize MPI.
+  std::shared_ptr<detail::MpiEnvironment> env_;
+  std::unique_ptr<detail::MpiComm> comm_;
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+}  // namespace
+
+CommPtr make_mpi_communicator() { return std::make_shared<MpiCommunicator>(); }
+
+// Meant to be asked before MPI is initialized: Open MPI's singleton MPI_Init (a process started
+// without mpirun) sets PMIX_RANK in the process environment, after which this returns true.
+bool launched_under_mpi() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"}) {
+    if (std::getenv(name) != nullptr) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace distcrown::dist

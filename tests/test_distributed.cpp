@@ -1,0 +1,145 @@
+// Sharded bounding under mpirun (ctest runs this at 1, 2 and 4 ranks):
+//   FSDP                 bounds bitwise identical to the unsharded graph in the same process
+//   spec-parallel        within 1e-6·max(1, |b|) (bitwise where the BLAS allows)
+//   FSDP + spec-parallel the same, with chunking (--crown-batch-size)
+// for every fixture case (IBP and CROWN) and for random models none of us has seen.
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <gtest/gtest.h>
+
+#include "distcrown/dist/agreement.hpp"
+#include "distcrown/dist/sharded_param.hpp"
+#include "distcrown/io/onnx_loader.hpp"
+#include "distcrown/io/problem.hpp"
+#include "distcrown/io/synthetic.hpp"
+#include "distcrown/methods/crown.hpp"
+#include "distcrown/util/memory.hpp"
+#include "fixtures.hpp"
+
+namespace distcrown {
+namespace {
+
+// A fresh communicator per test (a duplicate of MPI_COMM_WORLD), released before MPI_Finalize.
+dist::CommPtr world() { return dist::make_mpi_communicator(); }
+
+struct Model {
+  std::string name;
+  std::string bytes;  // serialized ONNX
+  InputBox box;
+};
+
+std::vector<Model> fixture_models() {
+  std::vector<Model> out;
+  for (const auto& f : testing::reference_files()) {
+    const auto ref = testing::read_json(f);
+    std::ifstream in(testing::fixtures_dir() / ref["model"].get<std::string>(), std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto shape = ref["input_shape"].get<std::vector<int64_t>>();
+    auto vec = [&](const char* key) {
+      return at::tensor(ref[key].get<std::vector<double>>(), at::kDouble).to(at::kFloat).reshape(shape);
+    };
+    out.push_back({f.stem().string(), bytes, {vec("input_lower"), vec("input_upper")}});
+  }
+  return out;
+}
+
+std::vector<Model> random_models() {
+  std::vector<Model> out;
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(7);
+  for (uint64_t seed : {11, 12}) {
+    const at::Tensor x = at::empty({1, 20}, at::kFloat).uniform_(0, 1, gen);
+    out.push_back({"mlp20-33x3 seed " + std::to_string(seed),
+                   io::serialize_onnx_model(io::random_mlp_onnx(20, 33, 3, 7, seed)),
+                   {x - 0.1, x + 0.1}});
+  }
+  const at::Tensor img = at::empty({1, 1, 28, 28}, at::kFloat).uniform_(0, 1, gen);
+  out.push_back({"convnet", io::serialize_onnx_model(io::random_convnet_onnx(45, 5)),
+                 {img - 0.02, img + 0.02}});
+  return out;
+}
+
+std::vector<Model> all_models() {
+  auto models = random_models();
+  auto fixtures = fixture_models();
+  models.insert(models.end(), fixtures.begin(), fixtures.end());
+  return models;
+}
+
+struct Mode {
+  bool fsdp;
+  bool spec;
+  int64_t chunk;
+};
+
+void check_mode(const Mode& mode) {
+  c10::NoGradGuard no_grad;
+  const dist::CommPtr comm = world();
+  for (const Model& m : all_models()) {
+    SCOPED_TRACE(m.name);
+    const BoundGraph plain = io::load_onnx_bytes(m.bytes, m.name);
+    BoundGraph sharded = io::load_onnx_bytes(m.bytes, m.name);
+    if (mode.fsdp) dist::shard_graph(sharded, dist::ShardPlan::kFsdp, comm);
+    BoundOptions opt;
+    opt.crown_batch_size = mode.chunk;
+    for (Method method : {Method::kIbp, Method::kCrown}) {
+      const Interval want = compute_bounds(plain, m.box, method, opt);
+      const Interval got =
+          compute_bounds(sharded, m.box, method, opt, {}, mode.spec ? comm : nullptr);
+      if (!mode.spec || method == Method::kIbp) {
+        // Same operations on the same values in the same order: the float bits must agree.
+        EXPECT_TRUE(at::equal(want.lower, got.lower)) << to_string(method) << " lower";
+        EXPECT_TRUE(at::equal(want.upper, got.upper)) << to_string(method) << " upper";
+      } else {
+        const at::Tensor tol = want.lower.abs().clamp_min(1).mul(1e-6);
+        EXPECT_TRUE((want.lower - got.lower).abs().le(tol).all().item<bool>())
+            << "lower: max diff " << (want.lower - got.lower).abs().max().item<double>();
+        const at::Tensor tolu = want.upper.abs().clamp_min(1).mul(1e-6);
+        EXPECT_TRUE((want.upper - got.upper).abs().le(tolu).all().item<bool>())
+            << "upper: max diff " << (want.upper - got.upper).abs().max().item<double>();
+      }
+    }
+  }
+}
+
+TEST(Distributed, FsdpIsBitwiseIdentical) { check_mode({true, false, 0}); }
+TEST(Distributed, FsdpWithChunksIsBitwiseIdentical) { check_mode({true, false, 7}); }
+TEST(Distributed, SpecParallelMatches) { check_mode({false, true, 0}); }
+TEST(Distributed, FsdpAndSpecParallelWithChunksMatch) { check_mode({true, true, 5}); }
+
+TEST(Distributed, FsdpShardsHoldOneOverP) {
+  const dist::CommPtr comm = world();
+  BoundGraph g = io::make_random_mlp(30, 64, 2, 10, 3);
+  const int64_t full = g.param_bytes();
+  dist::shard_graph(g, dist::ShardPlan::kFsdp, comm);
+  const int64_t P = comm->size();
+  // Every parameter is padded to a multiple of P elements: at most P − 1 extra floats each.
+  const int64_t params = 6;
+  EXPECT_LE(g.param_bytes(), full / P + params * 4);
+  EXPECT_GE(g.param_bytes(), full / P);
+}
+
+TEST(Distributed, ErrorOnOneRankReachesEveryRank) {
+  const dist::CommPtr comm = world();
+  const int last = comm->size() - 1;
+  try {
+    dist::run_agreed(*comm, [&] {
+      if (comm->rank() == last) throw ModelError("bad.onnx: corrupt");
+    });
+    FAIL() << "no error";
+  } catch (const dist::WorldError& e) {
+    EXPECT_EQ(e.failing_rank(), last);
+    EXPECT_NE(std::string(e.what()).find("bad.onnx: corrupt"), std::string::npos);
+    EXPECT_EQ(e.printing_rank(), comm->rank() == 0);
+  }
+}
+
+TEST(Distributed, DifferentInputsAreRefused) {
+  const dist::CommPtr comm = world();
+  if (comm->size() == 1) GTEST_SKIP() << "needs 2 or more ranks";
+  EXPECT_THROW(dist::check_same_inputs(*comm, comm->rank() == 1 ? "other" : "same"),
+               dist::WorldError);
+  EXPECT_NO_THROW(dist::check_same_inputs(*comm, "same"));
+}
+
+}  // namespace
+}  // namespace distcrown
