@@ -1,0 +1,161 @@
+// The distcrown executable under mpirun (MPIEXEC from CMake): sharded runs give the same bounds
+// as one process (FSDP bitwise, spec-parallel within 1e-6·max(1,|b|)), the JSON carries every
+// rank's memory, and faults end every rank with a non-zero exit and the error printed once:
+// a corrupt model on one rank, a mismatched option on one rank, an unsupported operator.
+#include <sys/wait.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "fixtures.hpp"
+#include "onnx_builder.hpp"
+
+namespace distcrown {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const fs::path kSourceDir = DISTCROWN_SOURCE_DIR;
+const std::string kCli = DISTCROWN_CLI_PATH;
+const std::string kExample = "--model '" + (kSourceDir / "examples/digits_mlp.onnx").string() +
+                             "' --vnnlib '" +
+                             (kSourceDir / "examples/digits_mlp_prop.vnnlib").string() + "'";
+
+struct Result {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+class CliMpi : public ::testing::Test {
+ protected:
+  // `ranks` is the part after "mpirun": e.g. "-np 2 CLI bounds ..." or an MPMD "A : B" line.
+  Result mpirun(const std::string& ranks) {
+    const fs::path out = dir_.path() / "stdout.txt";
+    const fs::path err = dir_.path() / "stderr.txt";
+    const std::string cmd =
+        "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 300 " +
+        std::string(DISTCROWN_MPIEXEC) + " --oversubscribe " + ranks + " >'" + out.string() +
+        "' 2>'" + err.string() + "'";
+    const int status = std::system(cmd.c_str());
+    Result r;
+    if (status != -1 && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+    r.out = testing::read_file(out);
+    r.err = testing::read_file(err);
+    return r;
+  }
+
+  json bounds(int np, const std::string& args) {
+    const fs::path file = dir_.path() / ("np" + std::to_string(np) + ".json");
+    const Result r = mpirun("-np " + std::to_string(np) + " " + kCli + " bounds " + args +
+                            " --json '" + file.string() + "'");
+    EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.err;
+    if (!fs::exists(file)) return json::object();
+    return testing::read_json(file);
+  }
+
+  static size_t count(const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  }
+
+  testing::TempDir dir_;
+};
+
+void expect_equal_bounds(const json& want, const json& got, double rel) {
+  for (const char* side : {"lower", "upper"}) {
+    const auto a = want[side].get<std::vector<double>>();
+    const auto b = got[side].get<std::vector<double>>();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (rel == 0) {
+        EXPECT_EQ(a[i], b[i]) << side << " " << i;
+      } else {
+        EXPECT_NEAR(a[i], b[i], rel * std::max(1.0, std::abs(a[i]))) << side << " " << i;
+      }
+    }
+  }
+}
+
+TEST_F(CliMpi, ShardedRunsMatchOneProcess) {
+  std::vector<std::string> problems{kExample};
+  if (testing::have_fixtures()) {
+    const auto f = testing::fixtures_dir();
+    problems.push_back("--model '" + (f / "models/mnist_256x6.onnx").string() + "' --vnnlib '" +
+                       (f / "specs/mnist_prop_1_0.05.vnnlib").string() + "'");
+    problems.push_back("--model '" + (f / "models/cifar10_resnet_2b.onnx").string() +
+                       "' --vnnlib '" +
+                       (f / "specs/cifar10_resnet_2b_prop_0_eps_0.008.vnnlib").string() + "'");
+  }
+  for (const std::string& p : problems) {
+    SCOPED_TRACE(p);
+    const json one = bounds(1, p + " --method crown");
+    ASSERT_EQ(one["world_size"], 1);
+    for (int np : {2, 4}) {
+      const json fsdp = bounds(np, p + " --method crown --shard fsdp");
+      expect_equal_bounds(one, fsdp, 0);
+      EXPECT_EQ(fsdp["world_size"], np);
+      EXPECT_EQ(fsdp["shard"], "fsdp");
+      ASSERT_EQ(fsdp["memory"]["ranks"].size(), size_t(np));
+      EXPECT_GT(fsdp["comm"]["calls"].get<int64_t>(), 0);
+      // Every rank holds about 1/P of the parameters at rest.
+      EXPECT_LT(fsdp["memory"]["baseline_bytes"].get<int64_t>(),
+                one["memory"]["baseline_bytes"].get<int64_t>() * 6 / (5 * np) + 4096);
+      const json spec = bounds(np, p + " --method crown --shard fsdp --spec-parallel");
+      expect_equal_bounds(one, spec, 1e-6);
+      EXPECT_TRUE(spec["spec_parallel"].get<bool>());
+    }
+  }
+}
+
+TEST_F(CliMpi, CorruptModelOnOneRankStopsEveryRank) {
+  const std::string good = kSourceDir / "examples/digits_mlp.onnx";
+  const std::string bytes = testing::read_file(good);
+  const fs::path bad = testing::write_file(dir_.path() / "bad.onnx", bytes.substr(0, bytes.size() / 2));
+  const std::string prop = (kSourceDir / "examples/digits_mlp_prop.vnnlib").string();
+  const Result r = mpirun("-np 1 " + kCli + " bounds --model '" + good + "' --vnnlib '" + prop +
+                          "' : -np 1 " + kCli + " bounds --model '" + bad.string() +
+                          "' --vnnlib '" + prop + "'");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(count(r.err, "distcrown: error:"), 1u) << r.err;
+  EXPECT_NE(r.err.find("rank 1: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("bad.onnx"), std::string::npos) << r.err;
+}
+
+TEST_F(CliMpi, MismatchedOptionsAreRefused) {
+  const Result r = mpirun("-np 1 " + kCli + " bounds --method crown : -np 1 " + kCli +
+                          " bounds --method crown --crown-batch-size 3");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(count(r.err, "distcrown: error:"), 1u) << r.err;
+  EXPECT_NE(r.err.find("different model, property or options"), std::string::npos) << r.err;
+}
+
+TEST_F(CliMpi, UnsupportedOperatorOnEveryRank) {
+  testing::OnnxBuilder b;
+  b.input("x", {1, 4}).output("y");
+  b.node("soft", "Softmax", {"x"}, {"y"});
+  const fs::path model = testing::write_file(dir_.path() / "softmax.onnx", b.bytes());
+  std::string prop = "(declare-const X_0 Real)(declare-const X_1 Real)(declare-const X_2 Real)"
+                     "(declare-const X_3 Real)(declare-const Y_0 Real)(declare-const Y_1 Real)"
+                     "(declare-const Y_2 Real)(declare-const Y_3 Real)";
+  for (int i = 0; i < 4; ++i) {
+    prop += "(assert (>= X_" + std::to_string(i) + " 0))(assert (<= X_" + std::to_string(i) +
+            " 1))";
+  }
+  prop += "(assert (>= Y_0 Y_1))";
+  const fs::path spec = testing::write_file(dir_.path() / "p.vnnlib", prop);
+  const Result r = mpirun("-np 2 " + kCli + " bounds --model '" + model.string() +
+                          "' --vnnlib '" + spec.string() + "'");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(count(r.err, "distcrown: error:"), 1u) << r.err;
+  EXPECT_NE(r.err.find("Softmax"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace distcrown
