@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
@@ -16,10 +17,11 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <c10/core/GradMode.h>
 
 #include "distcrown/io/synthetic.hpp"
-#include "distcrown/io/problem.hpp"
+#include "distcrown/io/onnx_loader.hpp"
 #include "distcrown/methods/crown.hpp"
 #include "distcrown/util/memory.hpp"
 
@@ -71,6 +73,57 @@ void print(const Row& r) {
   std::fflush(stdout);
 }
 
+// Largest |ours − ref| / max(|ref|, 1e-5) over lower and upper.
+double max_relative_deviation(const Interval& b, const nlohmann::json& ref) {
+  double worst = 0;
+  for (const auto& [key, t] : {std::pair{"lower", b.lower}, std::pair{"upper", b.upper}}) {
+    const auto r = ref[key].get<std::vector<double>>();
+    const at::Tensor got = t.to(at::kDouble).reshape({-1}).contiguous();
+    for (size_t i = 0; i < r.size(); ++i) {
+      const double d = std::abs(got[int64_t(i)].item<double>() - r[i]);
+      worst = std::max(worst, d / std::max(std::abs(r[i]), 1e-5));
+    }
+  }
+  return worst;
+}
+
+// Every reference case: our time (median of `repeat`) against auto_LiRPA's compute_bounds time
+// recorded with the reference (same kind of 2-core machine, 1 thread), agreement, and memory.
+void print_fixture_table(const std::string& fixtures, int repeat) {
+  namespace fs = std::filesystem;
+  std::printf("| %-26s | %-5s | %9s | %13s | %7s | %13s | %9s |\n", "case", "method", "median s",
+              "auto_LiRPA s", "speedup", "max rel. dev.", "peak MB");
+  std::printf("|----------------------------|-------|-----------|---------------|---------|"
+              "---------------|-----------|\n");
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(fs::path(fixtures) / "refs")) {
+    files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) {
+    std::ifstream in(f);
+    const auto ref = nlohmann::json::parse(in);
+    BoundGraph g = io::load_onnx((fs::path(fixtures) / ref["model"].get<std::string>()).string());
+    const auto shape = ref["input_shape"].get<std::vector<int64_t>>();
+    auto vec = [&](const char* key) {
+      return at::tensor(ref[key].get<std::vector<double>>(), at::kDouble)
+          .to(at::kFloat)
+          .reshape(shape);
+    };
+    const InputBox box{vec("input_lower"), vec("input_upper")};
+    for (Method m : {Method::kIbp, Method::kCrown}) {
+      const std::string key = to_string(m);
+      const Row r = measure(f.stem().string(), g, box, m, 0, repeat, 0);
+      const Interval b = compute_bounds(g, box, m);
+      const double theirs = ref["timing_s"][key]["compute_bounds_s"].get<double>();
+      std::printf("| %-26s | %-5s | %9.4f | %13.4f | %6.1fx | %13.2e | %9.1f |\n",
+                  r.model.c_str(), key.c_str(), r.median_s, theirs, theirs / r.median_s,
+                  max_relative_deviation(b, ref[key]), r.peak_mb);
+      std::fflush(stdout);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -90,37 +143,21 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   at::set_num_threads(threads);
 
-  std::printf("| %-28s | %-5s | %6s | %9s | %11s | %9s | %-18s |\n", "model", "method", "chunk",
-              "median s", "baseline MB", "peak MB", "ref peak MB (ratio)");
-  std::printf("|%s|%s|%s|%s|%s|%s|%s|\n", std::string(30, '-').c_str(),
-              std::string(7, '-').c_str(), std::string(8, '-').c_str(),
-              std::string(11, '-').c_str(), std::string(13, '-').c_str(),
-              std::string(11, '-').c_str(), std::string(20, '-').c_str());
-
   namespace fs = std::filesystem;
   if (only.empty() || only == "fixtures") {
     if (!fs::is_directory(fs::path(fixtures) / "refs")) {
       std::printf("(fixtures not found at %s: skipped)\n", fixtures.c_str());
     } else {
-      // One representative spec per model: the case names in refs/.
-      const std::vector<std::pair<std::string, std::string>> cases = {
-          {"mnist_256x2", "mnist_prop_1_0.05"},
-          {"mnist_256x4", "mnist_prop_1_0.05"},
-          {"mnist_256x6", "mnist_prop_1_0.05"},
-          {"acasxu_1_1", "acasxu_prop_1"},
-          {"oval21_base", "oval21_cifar_base_kw-img2578-eps0.021176470588235297"},
-          {"cifar10_resnet_2b", "cifar10_resnet_2b_prop_0_eps_0.008"}};
-      for (const auto& [model, spec] : cases) {
-        io::Problem p =
-            io::load_problem((fs::path(fixtures) / "models" / (model + ".onnx")).string(),
-                             (fs::path(fixtures) / "specs" / (spec + ".vnnlib")).string());
-        const InputBox box = io::box_of(p.property.cases.front(), p.graph, at::kFloat);
-        print(measure(model, p.graph, box, Method::kIbp, 0, repeat, 0));
-        print(measure(model, p.graph, box, Method::kCrown, 0, repeat, 0));
-      }
+      print_fixture_table(fixtures, repeat);
     }
   }
   if (only.empty() || only == "wide") {
+    std::printf("\n| %-28s | %-5s | %6s | %9s | %11s | %9s | %-18s |\n", "model", "method",
+                "chunk", "median s", "baseline MB", "peak MB", "ref peak MB (ratio)");
+    std::printf("|%s|%s|%s|%s|%s|%s|%s|\n", std::string(30, '-').c_str(),
+                std::string(7, '-').c_str(), std::string(8, '-').c_str(),
+                std::string(11, '-').c_str(), std::string(13, '-').c_str(),
+                std::string(11, '-').c_str(), std::string(20, '-').c_str());
     struct Wide {
       int64_t h;
       int d;

@@ -8,7 +8,7 @@
 set -euo pipefail
 
 TORCH_VERSION=2.11.0
-PY_PACKAGES=("torch==${TORCH_VERSION}" "numpy" "scikit-learn" "onnx")
+PY_PACKAGES=("torch==${TORCH_VERSION}" "numpy" "scikit-learn" "onnx" "matplotlib")
 APT_PACKAGES=(libonnx-dev libprotobuf-dev protobuf-compiler libopenmpi-dev openmpi-bin
   nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev cmake g++ python3-venv)
 
@@ -44,7 +44,7 @@ if ! "$PY" - "${TORCH_VERSION}" <<'PYCHECK' 2>/dev/null; then
 import sys, importlib.metadata as md
 want = sys.argv[1]
 assert md.version("torch").split("+")[0] == want
-for p in ("numpy", "scikit-learn", "onnx"):
+for p in ("numpy", "scikit-learn", "onnx", "matplotlib"):
     md.version(p)
 PYCHECK
   step "installing Python packages: ${PY_PACKAGES[*]} (several GB the first time)"

@@ -5,9 +5,8 @@
 // intermediate schemes, with a tolerance of 1e-5·max(1, |y|) in float32 and 1e-9·max(1, |y|) in
 // float64. Also: the kTight scheme is never looser than IBP (the default scheme is not always
 // tighter than IBP, so that is not asserted), and chunked CROWN (crown_batch_size 3) agrees with
-// unchunked CROWN to a few units in the last place. Not bitwise: MKL's GEMM (at::matmul, at::bmm)
-// rounds a row differently depending on how many rows the product has, so bounding 3 rows at a
-// time differs from bounding all rows at once by about 1 ulp.
+// unchunked CROWN to a few units in the last place (the engine keeps float32 passes bitwise
+// equal, see docs/architecture.md "Row independence"; float64 kernels may differ by an ulp).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

@@ -180,9 +180,17 @@ int run_bounds(const BoundsArgs& a) {
     box = {box.lower.to(device), box.upper.to(device)};
   });
 
+  // Tensor bytes on the device the bounds are computed on: the counting CPU allocator, or the CUDA
+  // caching allocator's statistics.
+  const int cuda_index = device.is_cuda() ? box.lower.device().index() : -1;
   RankReport mine;
-  mine.baseline = memory::live_bytes();
-  memory::reset_peak();
+  if (device.is_cuda()) {
+    mine.baseline = memory::cuda_usage(cuda_index).live_bytes;
+    memory::reset_cuda_peak(cuda_index);
+  } else {
+    mine.baseline = memory::live_bytes();
+    memory::reset_peak();
+  }
   comm->reset_stats();
   const auto t0 = std::chrono::steady_clock::now();
   Interval b;
@@ -196,7 +204,7 @@ int run_bounds(const BoundsArgs& a) {
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  mine.peak = memory::peak_bytes();
+  mine.peak = device.is_cuda() ? memory::cuda_usage(cuda_index).peak_bytes : memory::peak_bytes();
   mine.comm = comm->stats();
   const std::vector<RankReport> reports = gather_reports(*comm, mine);
   if (comm->rank() != 0) return 0;
