@@ -16,12 +16,12 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <c10/core/GradMode.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
-#include <c10/core/GradMode.h>
 
-#include "distcrown/io/synthetic.hpp"
 #include "distcrown/io/onnx_loader.hpp"
+#include "distcrown/io/synthetic.hpp"
 #include "distcrown/methods/crown.hpp"
 #include "distcrown/util/memory.hpp"
 
@@ -93,8 +93,9 @@ void print_fixture_table(const std::string& fixtures, int repeat) {
   namespace fs = std::filesystem;
   std::printf("| %-26s | %-5s | %9s | %13s | %7s | %13s | %9s |\n", "case", "method", "median s",
               "auto_LiRPA s", "speedup", "max rel. dev.", "peak MB");
-  std::printf("|----------------------------|-------|-----------|---------------|---------|"
-              "---------------|-----------|\n");
+  std::printf(
+      "|----------------------------|-------|-----------|---------------|---------|"
+      "---------------|-----------|\n");
   std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(fs::path(fixtures) / "refs")) {
     files.push_back(e.path());
@@ -116,8 +117,8 @@ void print_fixture_table(const std::string& fixtures, int repeat) {
       const Row r = measure(f.stem().string(), g, box, m, 0, repeat, 0);
       const Interval b = compute_bounds(g, box, m);
       const double theirs = ref["timing_s"][key]["compute_bounds_s"].get<double>();
-      std::printf("| %-26s | %-5s | %9.4f | %13.4f | %6.1fx | %13.2e | %9.1f |\n",
-                  r.model.c_str(), key.c_str(), r.median_s, theirs, theirs / r.median_s,
+      std::printf("| %-26s | %-5s | %9.4f | %13.4f | %6.1fx | %13.2e | %9.1f |\n", r.model.c_str(),
+                  key.c_str(), r.median_s, theirs, theirs / r.median_s,
                   max_relative_deviation(b, ref[key]), r.peak_mb);
       std::fflush(stdout);
     }
@@ -152,8 +153,8 @@ int main(int argc, char** argv) {
     }
   }
   if (only.empty() || only == "wide") {
-    std::printf("\n| %-28s | %-5s | %6s | %9s | %11s | %9s | %-18s |\n", "model", "method",
-                "chunk", "median s", "baseline MB", "peak MB", "ref peak MB (ratio)");
+    std::printf("\n| %-28s | %-5s | %6s | %9s | %11s | %9s | %-18s |\n", "model", "method", "chunk",
+                "median s", "baseline MB", "peak MB", "ref peak MB (ratio)");
     std::printf("|%s|%s|%s|%s|%s|%s|%s|\n", std::string(30, '-').c_str(),
                 std::string(7, '-').c_str(), std::string(8, '-').c_str(),
                 std::string(11, '-').c_str(), std::string(13, '-').c_str(),

@@ -72,8 +72,8 @@ Run launch(const std::string& cli, const std::string& mpirun, const fs::path& di
   const fs::path json = dir / "out.json";
   ::unlink(json.c_str());  // std::filesystem's remove clashes with LibTorch's exported copy
   std::ostringstream cmd;
-  cmd << "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " << mpirun << " -np "
-      << procs << " --oversubscribe -x OMP_NUM_THREADS=1 " << cli << " bounds --model "
+  cmd << "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " << mpirun << " -np " << procs
+      << " --oversubscribe -x OMP_NUM_THREADS=1 " << cli << " bounds --model "
       << (dir / (model + ".onnx")) << " --vnnlib " << (dir / (model + ".vnnlib"))
       << " --method crown --json " << json;
   if (mode == "fsdp" || mode == "fsdp+spec") cmd << " --shard fsdp";
@@ -141,8 +141,9 @@ int main(int argc, char** argv) {
   std::printf("| %-10s | %2s | %-9s | %5s | %11s | %9s | %12s | %7s | %8s | %6s |\n", "model", "P",
               "mode", "chunk", "baseline MB", "peak MB", "predicted MB", "vs P=1", "time s",
               "comm %");
-  std::printf("|------------|----|-----------|-------|-------------|-----------|--------------|"
-              "---------|----------|--------|\n");
+  std::printf(
+      "|------------|----|-----------|-------|-------------|-----------|--------------|"
+      "---------|----------|--------|\n");
   std::vector<int64_t> chunks{0};
   if (chunk > 0) chunks.push_back(chunk);
   for (const std::string& name : split(models)) {
@@ -162,8 +163,8 @@ int main(int argc, char** argv) {
       Run p1;
       for (const std::string& ps : split(procs)) {
         const int P = std::stoi(ps);
-        const std::vector<std::string> run_modes = P == 1 ? std::vector<std::string>{"none"}
-                                                          : split(modes);
+        const std::vector<std::string> run_modes =
+            P == 1 ? std::vector<std::string>{"none"} : split(modes);
         for (const std::string& mode : run_modes) {
           const Run r = launch(cli, mpirun, dir, name, P, mode, c);
           if (P == 1) p1 = r;
@@ -178,9 +179,10 @@ int main(int argc, char** argv) {
           }
           const double vs = p1.ok ? double(r.peak) / double(p1.peak) : 0;
           const double share = r.time_s > 0 ? 100.0 * r.comm_s / r.time_s : 0;
-          std::printf("| %-10s | %2d | %-9s | %5s | %11.1f | %9.1f | %12.1f | %6.2fx | %8.2f | %5.1f%% |\n",
-                      name.c_str(), P, mode.c_str(), c ? std::to_string(c).c_str() : "-",
-                      r.baseline / 1e6, r.peak / 1e6, pred / 1e6, vs, r.time_s, share);
+          std::printf(
+              "| %-10s | %2d | %-9s | %5s | %11.1f | %9.1f | %12.1f | %6.2fx | %8.2f | %5.1f%% |\n",
+              name.c_str(), P, mode.c_str(), c ? std::to_string(c).c_str() : "-", r.baseline / 1e6,
+              r.peak / 1e6, pred / 1e6, vs, r.time_s, share);
           std::fflush(stdout);
           if (csv_out) {
             csv_out << name << ',' << P << ',' << mode << ',' << c << ',' << r.baseline / 1e6 << ','

@@ -15,11 +15,11 @@ namespace distcrown::testing {
 inline std::filesystem::path fixtures_dir() { return DISTCROWN_FIXTURES_DIR; }
 inline bool have_fixtures() { return std::filesystem::is_directory(fixtures_dir() / "refs"); }
 
-#define DISTCROWN_REQUIRE_FIXTURES()                                                      \
-  do {                                                                                    \
-    if (!::distcrown::testing::have_fixtures())                                           \
-      GTEST_SKIP() << "shared fixtures not found at " << DISTCROWN_FIXTURES_DIR           \
-                   << " (clone beside ../shared to run this test)";                        \
+#define DISTCROWN_REQUIRE_FIXTURES()                                            \
+  do {                                                                          \
+    if (!::distcrown::testing::have_fixtures())                                 \
+      GTEST_SKIP() << "shared fixtures not found at " << DISTCROWN_FIXTURES_DIR \
+                   << " (clone beside ../shared to run this test)";             \
   } while (0)
 
 /// Every reference JSON in fixtures/refs, sorted by name.

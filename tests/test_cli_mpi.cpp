@@ -117,11 +117,12 @@ TEST_F(CliMpi, ShardedRunsMatchOneProcess) {
 TEST_F(CliMpi, CorruptModelOnOneRankStopsEveryRank) {
   const std::string good = kSourceDir / "examples/digits_mlp.onnx";
   const std::string bytes = testing::read_file(good);
-  const fs::path bad = testing::write_file(dir_.path() / "bad.onnx", bytes.substr(0, bytes.size() / 2));
+  const fs::path bad =
+      testing::write_file(dir_.path() / "bad.onnx", bytes.substr(0, bytes.size() / 2));
   const std::string prop = (kSourceDir / "examples/digits_mlp_prop.vnnlib").string();
-  const Result r = mpirun("-np 1 " + kCli + " bounds --model '" + good + "' --vnnlib '" + prop +
-                          "' : -np 1 " + kCli + " bounds --model '" + bad.string() +
-                          "' --vnnlib '" + prop + "'");
+  const Result r =
+      mpirun("-np 1 " + kCli + " bounds --model '" + good + "' --vnnlib '" + prop + "' : -np 1 " +
+             kCli + " bounds --model '" + bad.string() + "' --vnnlib '" + prop + "'");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(count(r.err, "distcrown: error:"), 1u) << r.err;
   EXPECT_NE(r.err.find("rank 1: "), std::string::npos) << r.err;
@@ -141,17 +142,18 @@ TEST_F(CliMpi, UnsupportedOperatorOnEveryRank) {
   b.input("x", {1, 4}).output("y");
   b.node("soft", "Softmax", {"x"}, {"y"});
   const fs::path model = testing::write_file(dir_.path() / "softmax.onnx", b.bytes());
-  std::string prop = "(declare-const X_0 Real)(declare-const X_1 Real)(declare-const X_2 Real)"
-                     "(declare-const X_3 Real)(declare-const Y_0 Real)(declare-const Y_1 Real)"
-                     "(declare-const Y_2 Real)(declare-const Y_3 Real)";
+  std::string prop =
+      "(declare-const X_0 Real)(declare-const X_1 Real)(declare-const X_2 Real)"
+      "(declare-const X_3 Real)(declare-const Y_0 Real)(declare-const Y_1 Real)"
+      "(declare-const Y_2 Real)(declare-const Y_3 Real)";
   for (int i = 0; i < 4; ++i) {
-    prop += "(assert (>= X_" + std::to_string(i) + " 0))(assert (<= X_" + std::to_string(i) +
-            " 1))";
+    prop +=
+        "(assert (>= X_" + std::to_string(i) + " 0))(assert (<= X_" + std::to_string(i) + " 1))";
   }
   prop += "(assert (>= Y_0 Y_1))";
   const fs::path spec = testing::write_file(dir_.path() / "p.vnnlib", prop);
-  const Result r = mpirun("-np 2 " + kCli + " bounds --model '" + model.string() +
-                          "' --vnnlib '" + spec.string() + "'");
+  const Result r = mpirun("-np 2 " + kCli + " bounds --model '" + model.string() + "' --vnnlib '" +
+                          spec.string() + "'");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(count(r.err, "distcrown: error:"), 1u) << r.err;
   EXPECT_NE(r.err.find("Softmax"), std::string::npos) << r.err;

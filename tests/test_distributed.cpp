@@ -36,7 +36,9 @@ std::vector<Model> fixture_models() {
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     const auto shape = ref["input_shape"].get<std::vector<int64_t>>();
     auto vec = [&](const char* key) {
-      return at::tensor(ref[key].get<std::vector<double>>(), at::kDouble).to(at::kFloat).reshape(shape);
+      return at::tensor(ref[key].get<std::vector<double>>(), at::kDouble)
+          .to(at::kFloat)
+          .reshape(shape);
     };
     out.push_back({f.stem().string(), bytes, {vec("input_lower"), vec("input_upper")}});
   }
@@ -53,7 +55,8 @@ std::vector<Model> random_models() {
                    {x - 0.1, x + 0.1}});
   }
   const at::Tensor img = at::empty({1, 1, 28, 28}, at::kFloat).uniform_(0, 1, gen);
-  out.push_back({"convnet", io::serialize_onnx_model(io::random_convnet_onnx(45, 5)),
+  out.push_back({"convnet",
+                 io::serialize_onnx_model(io::random_convnet_onnx(45, 5)),
                  {img - 0.02, img + 0.02}});
   return out;
 }

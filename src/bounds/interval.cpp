@@ -20,7 +20,8 @@ namespace {
 // result does not depend on the other rows (see docs/architecture.md, "Row independence").
 at::Tensor rowwise_dot(const at::Tensor& A, const at::Tensor& x) {
   const int64_t B = A.size(1);
-  const at::Tensor x2 = at::cat({x.reshape({B, -1, 1}), at::zeros({B, x.size(1), 1}, x.options())}, 2);
+  const at::Tensor x2 =
+      at::cat({x.reshape({B, -1, 1}), at::zeros({B, x.size(1), 1}, x.options())}, 2);
   return at::bmm(A.transpose(0, 1), x2).select(2, 0).transpose(0, 1);  // [B, S, 2] -> [S, B]
 }
 }  // namespace

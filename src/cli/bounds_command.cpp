@@ -111,8 +111,8 @@ void print_table(const BoundsArgs& a, const std::vector<double>& lower,
               a.model.empty() ? kEmbeddedModelName : a.model.c_str());
   std::printf("%6s %16s %16s\n", "output", "lower", "upper");
   for (size_t i = 0; i < lower.size(); ++i) {
-    std::printf("%6s %16s %16s\n", ("Y_" + std::to_string(i)).c_str(),
-                exact(lower[i], dbl).c_str(), exact(upper[i], dbl).c_str());
+    std::printf("%6s %16s %16s\n", ("Y_" + std::to_string(i)).c_str(), exact(lower[i], dbl).c_str(),
+                exact(upper[i], dbl).c_str());
   }
 }
 
@@ -139,9 +139,10 @@ void write_json(const BoundsArgs& a, const std::vector<double>& lower,
     ranks.push_back({{"rank", r},
                      {"baseline_bytes", reports[r].baseline},
                      {"peak_bytes", reports[r].peak},
-                     {"comm", {{"calls", reports[r].comm.calls},
-                               {"bytes", reports[r].comm.bytes},
-                               {"time_s", reports[r].comm.time_s}}}});
+                     {"comm",
+                      {{"calls", reports[r].comm.calls},
+                       {"bytes", reports[r].comm.bytes},
+                       {"time_s", reports[r].comm.time_s}}}});
   }
   j["memory"] = {{"baseline_bytes", max_base}, {"peak_bytes", max_peak}, {"ranks", ranks}};
   const dist::CommStats& c0 = reports.front().comm;
@@ -218,9 +219,10 @@ int run_bounds(const BoundsArgs& a) {
     max_peak = std::max(max_peak, r.peak);
     max_base = std::max(max_base, r.baseline);
   }
-  std::printf("time %.4f s, %d rank(s), shard %s%s, memory per rank: baseline %.2f MB, peak %.2f MB\n",
-              seconds, comm->size(), a.shard.c_str(), a.spec_parallel ? " + spec-parallel" : "",
-              double(max_base) / 1e6, double(max_peak) / 1e6);
+  std::printf(
+      "time %.4f s, %d rank(s), shard %s%s, memory per rank: baseline %.2f MB, peak %.2f MB\n",
+      seconds, comm->size(), a.shard.c_str(), a.spec_parallel ? " + spec-parallel" : "",
+      double(max_base) / 1e6, double(max_peak) / 1e6);
   if (!a.json.empty()) write_json(a, lower, upper, seconds, comm->size(), reports);
   return 0;
 }

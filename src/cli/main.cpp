@@ -2,8 +2,8 @@
 // and exit code 1; usage errors exit 2.
 #include <iostream>
 
-#include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
+#include <CLI/CLI.hpp>
 
 #include "cli/commands.hpp"
 #include "distcrown/dist/agreement.hpp"

@@ -18,8 +18,8 @@ dist::CommPtr make_world(const std::string& backend, const std::string& device) 
       // Under mpirun, "local" would make every rank run alone and write the same outputs.
       auto probe = dist::make_mpi_communicator();
       if (probe->size() > 1) {
-        throw InvalidArgument("--backend local under mpirun with " +
-                              std::to_string(probe->size()) + " ranks; use mpi or nccl");
+        throw InvalidArgument("--backend local under mpirun with " + std::to_string(probe->size()) +
+                              " ranks; use mpi or nccl");
       }
       return probe;
     }

@@ -123,8 +123,7 @@ BoundGraph build(const OnnxModel& model, const std::string& source) {
     throw UnsupportedError(source + ": unsupported: " + std::to_string(model.outputs.size()) +
                            " graph outputs (expected 1)");
   }
-  GraphBuilder builder(input_shape(*input, source + ": input '" + input->name + "'"),
-                       input->name);
+  GraphBuilder builder(input_shape(*input, source + ": input '" + input->name + "'"), input->name);
   values[input->name] = Value::of_node(builder.input());
 
   const OpRegistry& registry = builtin_ops();
@@ -160,7 +159,8 @@ BoundGraph build(const OnnxModel& model, const std::string& source) {
   }
   const std::string& out_name = model.outputs.front().name;
   auto it = values.find(out_name);
-  if (it == values.end()) throw ModelError(source + ": output '" + out_name + "' is never produced");
+  if (it == values.end())
+    throw ModelError(source + ": output '" + out_name + "' is never produced");
   if (!it->second.is_bounded()) {
     throw ModelError(source + ": output '" + out_name + "' does not depend on the input");
   }

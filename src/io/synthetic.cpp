@@ -95,7 +95,7 @@ OnnxModel random_mlp_onnx(int64_t in, int64_t hidden, int depth, int64_t out, ui
 OnnxModel random_convnet_onnx(int64_t hidden, uint64_t seed) {
   Builder b(seed);
   std::string x = b.node("Relu", {b.conv("input", 1, 16)});  // [1, 16, 14, 14]
-  x = b.node("Relu", {b.conv(x, 16, 32)});                    // [1, 32, 7, 7]
+  x = b.node("Relu", {b.conv(x, 16, 32)});                   // [1, 32, 7, 7]
   x = b.node("Flatten", {x}, {Builder::int_attr("axis", 1)});
   x = b.node("Relu", {b.gemm(x, 32 * 7 * 7, hidden)});
   x = b.gemm(x, hidden, 10);

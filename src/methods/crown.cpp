@@ -228,8 +228,7 @@ Interval CrownEngine::output_bounds(const at::Tensor& C) {
 }
 
 Interval compute_bounds(const BoundGraph& g, const InputBox& box, Method method,
-                        const BoundOptions& options, const at::Tensor& C,
-                        dist::CommPtr spec_comm) {
+                        const BoundOptions& options, const at::Tensor& C, dist::CommPtr spec_comm) {
   if (method == Method::kIbp) return ibp_bounds(g, box, C);
   CrownEngine engine(g, box, options, std::move(spec_comm));
   engine.compute_intermediate_bounds();

@@ -25,7 +25,8 @@ class BoundAddSub final : public BoundNode {
   std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> /*bounds*/,
                                BiasPair& bias) const override {
     if (!subtract_) return {a, a};
-    return {a, map_sides(a, bias, [](const at::Tensor& A) { return -A; }, no_bias)};
+    return {a, map_sides(
+                   a, bias, [](const at::Tensor& A) { return -A; }, no_bias)};
   }
 
  private:
@@ -77,7 +78,7 @@ Value lower_add_sub(LoweringContext& ctx, bool subtract) {
   const at::Tensor c = (var0 ? ctx.inputs[1] : ctx.inputs[0]).constant.to(at::kFloat);
   if (!subtract) return ctx.emit(make_add_const(make_param(c)), {x});
   if (var0) return ctx.emit(make_add_const(make_param(-c)), {x});  // x − c
-  const Value neg = ctx.emit(make_neg(), {x}, "/neg");                 // c − x
+  const Value neg = ctx.emit(make_neg(), {x}, "/neg");             // c − x
   return ctx.emit(make_add_const(make_param(c)), {neg.node});
 }
 

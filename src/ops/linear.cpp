@@ -44,7 +44,8 @@ class BoundLinear final : public BoundNode {
     // chunked and spec-parallel passes bitwise equal to one pass (docs/architecture.md).
     constexpr int64_t kMinColumns = 16;
     const at::Tensor wide =
-        in >= kMinColumns ? w : at::cat({w, at::zeros({w.size(0), kMinColumns - in}, w.options())}, 1);
+        in >= kMinColumns ? w
+                          : at::cat({w, at::zeros({w.size(0), kMinColumns - in}, w.options())}, 1);
     return {map_sides(
         a, bias_acc,
         [&](const at::Tensor& A) {

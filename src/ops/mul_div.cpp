@@ -35,7 +35,8 @@ class BoundScale final : public BoundNode {
   std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> /*bounds*/,
                                BiasPair& bias) const override {
     // A [S, B, *shape] ⊙ c: c broadcasts right-aligned, past the spec dim.
-    return {map_sides(a, bias, [&](const at::Tensor& A) { return apply(A); }, no_bias)};
+    return {map_sides(
+        a, bias, [&](const at::Tensor& A) { return apply(A); }, no_bias)};
   }
 
  private:
@@ -80,8 +81,12 @@ Value lower_neg(LoweringContext& ctx) {
 
 }  // namespace
 
-NodePtr make_mul_const(ParamPtr c) { return std::make_unique<BoundScale>(Kind::kMul, std::move(c)); }
-NodePtr make_div_const(ParamPtr c) { return std::make_unique<BoundScale>(Kind::kDiv, std::move(c)); }
+NodePtr make_mul_const(ParamPtr c) {
+  return std::make_unique<BoundScale>(Kind::kMul, std::move(c));
+}
+NodePtr make_div_const(ParamPtr c) {
+  return std::make_unique<BoundScale>(Kind::kDiv, std::move(c));
+}
 NodePtr make_neg() { return std::make_unique<BoundScale>(Kind::kNeg, nullptr); }
 
 void register_mul_div(OpRegistry& r) {

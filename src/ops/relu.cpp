@@ -19,7 +19,8 @@ ReluRelaxation relu_relaxation(const Interval& pre) {
 namespace {
 
 // A [S, B, *shape] -> pos·d_pos + neg·d_neg; the intercept b_u enters the bias through the
-// coefficients that take the upper line (negative ones for the lower bound, positive for the upper).
+// coefficients that take the upper line (negative ones for the lower bound, positive for the
+// upper).
 at::Tensor relax_side(const at::Tensor& A, const at::Tensor& d_pos, const at::Tensor& d_neg,
                       const at::Tensor& upper_b, at::Tensor& bias, bool upper_side) {
   at::Tensor pos = A.clamp_min(0);
@@ -49,8 +50,10 @@ class BoundRelu final : public BoundNode {
     BoundA out;
     // Lower bound: positive coefficients take the lower line, negative ones the upper line (the
     // upper side the other way round). In-place products keep at most two A-sized temporaries.
-    if (a.lA.defined()) out.lA = relax_side(a.lA, r.lower_d, r.upper_d, r.upper_b, bias.lower, false);
-    if (a.uA.defined()) out.uA = relax_side(a.uA, r.upper_d, r.lower_d, r.upper_b, bias.upper, true);
+    if (a.lA.defined())
+      out.lA = relax_side(a.lA, r.lower_d, r.upper_d, r.upper_b, bias.lower, false);
+    if (a.uA.defined())
+      out.uA = relax_side(a.uA, r.upper_d, r.lower_d, r.upper_b, bias.upper, true);
     return {out};
   }
 };

@@ -9,7 +9,8 @@
 namespace distcrown::ops {
 namespace {
 
-std::vector<int64_t> with_lead(std::initializer_list<int64_t> lead, const std::vector<int64_t>& rest) {
+std::vector<int64_t> with_lead(std::initializer_list<int64_t> lead,
+                               const std::vector<int64_t>& rest) {
   std::vector<int64_t> s(lead);
   s.insert(s.end(), rest.begin(), rest.end());
   return s;
@@ -34,7 +35,9 @@ class BoundReshape final : public BoundNode {
     const std::vector<int64_t> rest(in.begin() + 1, in.end());
     return {map_sides(
         a, bias,
-        [&](const at::Tensor& A) { return A.reshape(with_lead({A.size(0), A.size(1)}, rest)); },
+        [&](const at::Tensor& A) {
+          return A.reshape(with_lead({A.size(0), A.size(1)}, rest));
+        },
         no_bias)};
   }
 
@@ -52,8 +55,8 @@ class BoundTranspose final : public BoundNode {
   std::string op_type() const override { return "Transpose"; }
   bool is_affine() const override { return true; }
   at::Tensor forward(std::span<const at::Tensor> x) const override {
-    TORCH_CHECK(x[0].dim() == int64_t(perm_.size()), "perm has ", perm_.size(),
-                " entries for a ", x[0].dim(), "-D input");
+    TORCH_CHECK(x[0].dim() == int64_t(perm_.size()), "perm has ", perm_.size(), " entries for a ",
+                x[0].dim(), "-D input");
     return x[0].permute(perm_);
   }
   Interval ibp(std::span<const Interval* const> x) const override {
@@ -64,7 +67,8 @@ class BoundTranspose final : public BoundNode {
     // A [S, *out_dims] -> [S, *in_dims]: the inverse permutation, shifted past the spec dim.
     std::vector<int64_t> p{0};
     for (int64_t d : inverse_) p.push_back(d + 1);
-    return {map_sides(a, bias, [&](const at::Tensor& A) { return A.permute(p); }, no_bias)};
+    return {map_sides(
+        a, bias, [&](const at::Tensor& A) { return A.permute(p); }, no_bias)};
   }
 
  private:
@@ -92,10 +96,10 @@ Value lower_flatten(LoweringContext& ctx) {
   int64_t axis = ctx.attrs.get_int("axis", 1);
   if (axis < 0) axis += int64_t(in.size());
   if (axis < 0 || axis > int64_t(in.size())) ctx.fail("axis out of range");
-  const int64_t outer = std::accumulate(in.begin(), in.begin() + axis, int64_t{1},
-                                        std::multiplies<>());
-  const int64_t inner = std::accumulate(in.begin() + axis, in.end(), int64_t{1},
-                                        std::multiplies<>());
+  const int64_t outer =
+      std::accumulate(in.begin(), in.begin() + axis, int64_t{1}, std::multiplies<>());
+  const int64_t inner =
+      std::accumulate(in.begin() + axis, in.end(), int64_t{1}, std::multiplies<>());
   if (ctx.all_constant()) return Value::of_constant(ctx.constant(0).reshape({outer, inner}));
   return emit_reshape(ctx, {outer, inner}, "Flatten");
 }

@@ -12,11 +12,11 @@
 namespace distcrown {
 
 struct GraphNode {
-  std::string name;          // ONNX output name, for messages
-  NodePtr op;                // null for the input node
-  std::vector<int> inputs;   // producer indices (< own index)
+  std::string name;            // ONNX output name, for messages
+  NodePtr op;                  // null for the input node
+  std::vector<int> inputs;     // producer indices (< own index)
   std::vector<int64_t> shape;  // output shape including the batch dim (batch 1 at build time)
-  std::vector<int> users;    // consumer indices, filled by finalize()
+  std::vector<int> users;      // consumer indices, filled by finalize()
 };
 
 class BoundGraph {

@@ -3,7 +3,8 @@
 //   forward   concrete values,             inputs [batch, *in_shape_i] -> [batch, *shape]
 //   ibp       intervals,                   same shapes, lower and upper
 //   backward  maps linear bounds on its output (A [spec, batch, *shape]) to linear bounds on each
-//             input (A_i [spec, batch, *in_shape_i]), adding constant terms to the bias [spec, batch]
+//             input (A_i [spec, batch, *in_shape_i]), adding constant terms to the bias [spec,
+//             batch]
 // Nodes that relax a nonlinearity (ReLU) need bounds on their inputs: `needs_input_bounds()`.
 // The methods (IBP, CROWN) walk the graph and call these; they never switch on node types.
 #include <memory>
@@ -30,7 +31,8 @@ class BoundNode {
 
   [[nodiscard]] virtual at::Tensor forward(std::span<const at::Tensor> x) const = 0;
   [[nodiscard]] virtual Interval ibp(std::span<const Interval* const> x) const = 0;
-  /// `bounds` holds the intervals of the inputs when needs_input_bounds(), else may be null entries.
+  /// `bounds` holds the intervals of the inputs when needs_input_bounds(), else may be null
+  /// entries.
   [[nodiscard]] virtual std::vector<BoundA> backward(const BoundA& a,
                                                      std::span<const Interval* const> bounds,
                                                      BiasPair& bias) const = 0;

@@ -19,7 +19,7 @@ struct OnnxTensor {
   std::string name;
   int32_t data_type = kOnnxFloat;
   std::vector<int64_t> dims;
-  std::string bytes;   // little-endian values, row-major (typed fields are converted to this)
+  std::string bytes;      // little-endian values, row-major (typed fields are converted to this)
   bool external = false;  // stored outside the file: not supported
 };
 

@@ -4,10 +4,11 @@
 
 namespace distcrown::ops {
 
-void register_linear(OpRegistry& r);     // Gemm, MatMul
-void register_relu(OpRegistry& r);       // Relu
-void register_conv(OpRegistry& r);       // Conv
-void register_reshape(OpRegistry& r);    // Flatten, Reshape, Shape, Squeeze, Unsqueeze, Transpose(const)
+void register_linear(OpRegistry& r);  // Gemm, MatMul
+void register_relu(OpRegistry& r);    // Relu
+void register_conv(OpRegistry& r);    // Conv
+void register_reshape(
+    OpRegistry& r);  // Flatten, Reshape, Shape, Squeeze, Unsqueeze, Transpose(const)
 void register_add_sub(OpRegistry& r);    // Add, Sub
 void register_mul_div(OpRegistry& r);    // Mul, Div, Neg
 void register_batchnorm(OpRegistry& r);  // BatchNormalization

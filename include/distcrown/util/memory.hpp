@@ -9,8 +9,8 @@
 
 namespace distcrown::memory {
 
-/// Installs the counting CPU allocator (idempotent, thread-safe). Tensors allocated before this call
-/// are not counted; call it first thing in main() or a test's SetUp.
+/// Installs the counting CPU allocator (idempotent, thread-safe). Tensors allocated before this
+/// call are not counted; call it first thing in main() or a test's SetUp.
 void install_counting_allocator();
 
 /// True once install_counting_allocator() has run.
