@@ -1,7 +1,6 @@
 // End-to-end tests of the distcrown executable (DISTCROWN_CLI_PATH): `distcrown bounds` on the
 // embedded default and on files, its table and --json output, and its error reporting (one line
 // on stderr starting "distcrown: error:", exit code 1; usage errors exit non-zero).
-#include <sys/wait.h>
 
 #include <gtest/gtest.h>
 
@@ -19,6 +18,7 @@
 
 #include "fixtures.hpp"
 #include "onnx_builder.hpp"
+#include "process.hpp"
 
 namespace distcrown {
 namespace {
@@ -35,30 +35,13 @@ constexpr size_t kDigitsLabel = 2;  // examples/README.md: test image 0 is a 2
 std::string quote(const std::string& s) { return "'" + s + "'"; }
 std::string quote(const fs::path& p) { return quote(p.string()); }
 
-struct CliResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using CliResult = testing::ProcessResult;
 
 class Cli : public ::testing::Test {
  protected:
   // Runs `distcrown <args>` with stdout and stderr captured in the temp dir.
   CliResult run(const std::string& args) {
-    const fs::path out = dir_ / "stdout.txt";
-    const fs::path err = dir_ / "stderr.txt";
-    const std::string cmd = quote(std::string(DISTCROWN_CLI_PATH)) + " " + args + " >" +
-                            quote(out) + " 2>" + quote(err);
-    const int status = std::system(cmd.c_str());
-    CliResult r;
-    if (status != -1 && WIFEXITED(status)) {
-      r.exit_code = WEXITSTATUS(status);
-    } else if (status != -1 && WIFSIGNALED(status)) {
-      r.exit_code = 128 + WTERMSIG(status);
-    }
-    r.out = testing::read_file(out);
-    r.err = testing::read_file(err);
-    return r;
+    return testing::run_captured(quote(std::string(DISTCROWN_CLI_PATH)) + " " + args, dir_.path());
   }
 
   // Runs `distcrown bounds <args> --json FILE`, expects success and returns the JSON.

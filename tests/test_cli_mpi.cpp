@@ -2,7 +2,6 @@
 // as one process (FSDP bitwise, spec-parallel within 1e-6·max(1,|b|)), the JSON carries every
 // rank's memory, and faults end every rank with a non-zero exit and the error printed once:
 // a corrupt model on one rank, a mismatched option on one rank, an unsupported operator.
-#include <sys/wait.h>
 
 #include <gtest/gtest.h>
 
@@ -13,6 +12,7 @@
 
 #include "fixtures.hpp"
 #include "onnx_builder.hpp"
+#include "process.hpp"
 
 namespace distcrown {
 namespace {
@@ -26,28 +26,16 @@ const std::string kExample = "--model '" + (kSourceDir / "examples/digits_mlp.on
                              "' --vnnlib '" +
                              (kSourceDir / "examples/digits_mlp_prop.vnnlib").string() + "'";
 
-struct Result {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using Result = testing::ProcessResult;
 
 class CliMpi : public ::testing::Test {
  protected:
   // `ranks` is the part after "mpirun": e.g. "-np 2 CLI bounds ..." or an MPMD "A : B" line.
   Result mpirun(const std::string& ranks) {
-    const fs::path out = dir_.path() / "stdout.txt";
-    const fs::path err = dir_.path() / "stderr.txt";
-    const std::string cmd =
+    return testing::run_captured(
         "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 300 " +
-        std::string(DISTCROWN_MPIEXEC) + " --oversubscribe " + ranks + " >'" + out.string() +
-        "' 2>'" + err.string() + "'";
-    const int status = std::system(cmd.c_str());
-    Result r;
-    if (status != -1 && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-    r.out = testing::read_file(out);
-    r.err = testing::read_file(err);
-    return r;
+            std::string(DISTCROWN_MPIEXEC) + " --oversubscribe " + ranks,
+        dir_.path());
   }
 
   json bounds(int np, const std::string& args) {
