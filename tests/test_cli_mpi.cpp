@@ -94,7 +94,7 @@ TEST_F(CliMpi, ShardedRunsMatchOneProcess) {
       EXPECT_GT(fsdp["comm"]["calls"].get<int64_t>(), 0);
       // Every rank holds about 1/P of the parameters at rest.
       EXPECT_LT(fsdp["memory"]["baseline_bytes"].get<int64_t>(),
-                one["memory"]["baseline_bytes"].get<int64_t>() * 6 / (5 * np) + 4096);
+                one["memory"]["baseline_bytes"].get<int64_t>() * 6 / (int64_t{5} * np) + 4096);
       const json spec = bounds(np, p + " --method crown --shard fsdp --spec-parallel");
       expect_equal_bounds(one, spec, 1e-6);
       EXPECT_TRUE(spec["spec_parallel"].get<bool>());

@@ -102,7 +102,7 @@ class CommunicatorTest : public ::testing::TestWithParam<std::string> {
   [[nodiscard]] at::Tensor reduced(const RankTensor& f, ReduceOp op) const {
     std::vector<at::Tensor> all;
     for (int r = 0; r < size_; ++r) {
-      all.push_back(f(r));
+      all.push_back(f(r));  // NOLINT(performance-inefficient-vector-operation)
     }
     const at::Tensor stacked = at::stack(all);
     switch (op) {
@@ -119,7 +119,7 @@ class CommunicatorTest : public ::testing::TestWithParam<std::string> {
   [[nodiscard]] at::Tensor gathered(const RankTensor& f) const {
     std::vector<at::Tensor> all;
     for (int r = 0; r < size_; ++r) {
-      all.push_back(f(r).reshape({-1}));
+      all.push_back(f(r).reshape({-1}));  // NOLINT(performance-inefficient-vector-operation)
     }
     return at::cat(all);
   }
@@ -188,7 +188,7 @@ TEST_P(CommunicatorTest, AllGather1D) {
   for (const at::ScalarType dtype : kDtypes) {
     const RankTensor f = [dtype](int r) { return (at::arange(3, at::kLong) * 10 + r).to(dtype); };
     const at::Tensor in = input(f);
-    at::Tensor out = empty({size_ * 3}, dtype);
+    at::Tensor out = empty({int64_t{size_} * 3}, dtype);
     comm_->all_gather(in, out);
     EXPECT_TENSOR_EQ(out, gathered(f)) << " dtype " << dtype;
   }
@@ -198,9 +198,9 @@ TEST_P(CommunicatorTest, AllGather2DRankMajor) {
   const RankTensor f = [](int r) { return at::arange(6, at::kDouble).view({2, 3}) + 100.0 * r; };
   const at::Tensor in = input(f);
   // out stacked along dim 0: rank r's block is rows 2r, 2r+1.
-  at::Tensor rows = empty({size_ * 2, 3}, at::kDouble);
+  at::Tensor rows = empty({int64_t{size_} * 2, 3}, at::kDouble);
   comm_->all_gather(in, rows);
-  EXPECT_TENSOR_EQ(rows, gathered(f).view({size_ * 2, 3}));
+  EXPECT_TENSOR_EQ(rows, gathered(f).view({int64_t{size_} * 2, 3}));
   // Any shape with the right numel: rank-major in flattened order.
   at::Tensor per_rank = empty({size_, 6}, at::kDouble);
   comm_->all_gather(in, per_rank);
@@ -213,7 +213,7 @@ TEST_P(CommunicatorTest, AllGather2DRankMajor) {
 TEST_P(CommunicatorTest, AllGatherInPlace) {
   // `in` is this rank's block of `out` (the in-place form NCCL and MPI both allow).
   const RankTensor f = [](int r) { return at::arange(4, at::kFloat) - 7.0 * r; };
-  at::Tensor out = empty({size_ * 4}, at::kFloat).fill_(-1.0);
+  at::Tensor out = empty({int64_t{size_} * 4}, at::kFloat).fill_(-1.0);
   at::Tensor block = out.narrow(0, static_cast<int64_t>(rank_) * 4, 4);
   block.copy_(f(rank_));
   comm_->all_gather(block, out);
@@ -292,10 +292,10 @@ TEST_P(CommunicatorTest, StatsCounted) {
 
   at::Tensor a = empty({10}, at::kFloat).fill_(1.0);
   comm_->all_reduce(a, ReduceOp::kSum);  // 40 bytes
-  at::Tensor g_out = empty({size_ * 3}, at::kDouble);
+  at::Tensor g_out = empty({int64_t{size_} * 3}, at::kDouble);
   comm_->all_gather(empty({3}, at::kDouble).fill_(2.0), g_out);  // 24 bytes
   at::Tensor rs_out = empty({2}, at::kLong);
-  comm_->reduce_scatter(empty({size_ * 2}, at::kLong).fill_(3), rs_out, ReduceOp::kSum);
+  comm_->reduce_scatter(empty({int64_t{size_} * 2}, at::kLong).fill_(3), rs_out, ReduceOp::kSum);
   at::Tensor b = empty({4}, at::kFloat).fill_(4.0);
   comm_->broadcast(b, 0);  // 16 bytes, sent by the root only
   comm_->barrier();
@@ -325,9 +325,9 @@ TEST_P(CommunicatorTest, ArgumentErrorsThrowInvalidArgument) {
   EXPECT_THROW(comm_->all_reduce(undefined, ReduceOp::kSum), InvalidArgument);
 
   const at::Tensor in = empty({3}, at::kFloat).fill_(1.0);
-  at::Tensor wrong_dtype = empty({size_ * 3}, at::kDouble);
+  at::Tensor wrong_dtype = empty({int64_t{size_} * 3}, at::kDouble);
   EXPECT_THROW(comm_->all_gather(in, wrong_dtype), InvalidArgument);
-  at::Tensor wrong_numel = empty({size_ * 3 + 1}, at::kFloat);
+  at::Tensor wrong_numel = empty({int64_t{size_} * 3 + 1}, at::kFloat);
   EXPECT_THROW(comm_->all_gather(in, wrong_numel), InvalidArgument);
   at::Tensor strided_out = empty({3, size_}, at::kFloat).t();
   if (size_ > 1) {
@@ -336,9 +336,9 @@ TEST_P(CommunicatorTest, ArgumentErrorsThrowInvalidArgument) {
   EXPECT_THROW(comm_->all_gather(transposed, wrong_numel), InvalidArgument);
 
   at::Tensor rs_out = empty({3}, at::kFloat);
-  const at::Tensor rs_wrong = empty({size_ * 3 + 2}, at::kFloat);
+  const at::Tensor rs_wrong = empty({int64_t{size_} * 3 + 2}, at::kFloat);
   EXPECT_THROW(comm_->reduce_scatter(rs_wrong, rs_out, ReduceOp::kSum), InvalidArgument);
-  const at::Tensor rs_dtype = empty({size_ * 3}, at::kLong);
+  const at::Tensor rs_dtype = empty({int64_t{size_} * 3}, at::kLong);
   EXPECT_THROW(comm_->reduce_scatter(rs_dtype, rs_out, ReduceOp::kMax), InvalidArgument);
 
   at::Tensor t = empty({4}, at::kFloat);
@@ -359,7 +359,7 @@ TEST_P(CommunicatorTest, ArgumentErrorsThrowInvalidArgument) {
     EXPECT_THROW(comm_->all_reduce(host, ReduceOp::kSum), InvalidArgument);
   }
   if (device_ == at::kCUDA) {
-    at::Tensor host_out = at::empty({size_ * 3}, at::kFloat);
+    at::Tensor host_out = at::empty({int64_t{size_} * 3}, at::kFloat);
     EXPECT_THROW(comm_->all_gather(in, host_out), InvalidArgument);
   }
   EXPECT_EQ(comm_->stats().calls, 0) << "failed calls are not counted";

@@ -35,11 +35,11 @@ using testing::OnnxBuilder;
 constexpr int64_t kBatch = 3;  // forward passes run on a batch of random inputs
 
 // Random float32 values scaled to keep every activation of order 1.
-at::Tensor randn(std::vector<int64_t> shape, double scale = 0.5) {
+at::Tensor randn(const std::vector<int64_t>& shape, double scale = 0.5) {
   return at::randn(shape, at::kFloat) * scale;
 }
 
-at::Tensor int64s(std::vector<int64_t> v) { return at::tensor(v, at::kLong); }
+at::Tensor int64s(const std::vector<int64_t>& v) { return at::tensor(v, at::kLong); }
 
 BoundGraph load(const OnnxBuilder& b, const std::string& source = "test.onnx") {
   return io::load_onnx_bytes(b.bytes(), source);

@@ -128,6 +128,7 @@ int GraphBuilder::add(std::string name, NodePtr op, std::vector<int> inputs) {
   }
   std::vector<int64_t> shape(out.sizes().begin(), out.sizes().end());
   std::vector<std::vector<int64_t>> in_shapes;
+  in_shapes.reserve(args.size());
   for (const auto& a : args) in_shapes.emplace_back(a.sizes().begin(), a.sizes().end());
   op->bind_shapes(std::move(in_shapes), shape);
   samples_.push_back(out);

@@ -14,17 +14,17 @@ int64_t AttributeMap::get_int(const std::string& key, int64_t fallback) const {
   return it == ints.end() ? fallback : it->second;
 }
 std::vector<int64_t> AttributeMap::get_ints(const std::string& key,
-                                            std::vector<int64_t> fallback) const {
+                                            const std::vector<int64_t>& fallback) const {
   auto it = int_lists.find(key);
-  return it == int_lists.end() ? std::move(fallback) : it->second;
+  return it == int_lists.end() ? fallback : it->second;
 }
 double AttributeMap::get_float(const std::string& key, double fallback) const {
   auto it = floats.find(key);
   return it == floats.end() ? fallback : it->second;
 }
-std::string AttributeMap::get_string(const std::string& key, std::string fallback) const {
+std::string AttributeMap::get_string(const std::string& key, const std::string& fallback) const {
   auto it = strings.find(key);
-  return it == strings.end() ? std::move(fallback) : it->second;
+  return it == strings.end() ? fallback : it->second;
 }
 
 void LoweringContext::fail(const std::string& what) const { throw ModelError(where + ": " + what); }

@@ -15,8 +15,8 @@ void LocalParam::to_dtype(at::ScalarType dtype) {
 
 void LocalParam::to_device(const at::Device& device) { value_ = value_.to(device); }
 
-ParamPtr make_param(at::Tensor value) {
-  return std::make_shared<LocalParam>(std::move(value).contiguous());
+ParamPtr make_param(const at::Tensor& value) {
+  return std::make_shared<LocalParam>(value.contiguous());
 }
 
 }  // namespace distcrown

@@ -28,7 +28,7 @@ class Builder {
 
   std::string node(const std::string& op, std::vector<std::string> inputs,
                    std::vector<OnnxAttribute> attrs = {}) {
-    const std::string out = op + "_" + std::to_string(model.nodes.size());
+    std::string out = op + "_" + std::to_string(model.nodes.size());
     model.nodes.push_back(OnnxNode{out, op, "", std::move(inputs), {out}, std::move(attrs)});
     return out;
   }
@@ -97,7 +97,7 @@ OnnxModel random_convnet_onnx(int64_t hidden, uint64_t seed) {
   std::string x = b.node("Relu", {b.conv("input", 1, 16)});  // [1, 16, 14, 14]
   x = b.node("Relu", {b.conv(x, 16, 32)});                   // [1, 32, 7, 7]
   x = b.node("Flatten", {x}, {Builder::int_attr("axis", 1)});
-  x = b.node("Relu", {b.gemm(x, 32 * 7 * 7, hidden)});
+  x = b.node("Relu", {b.gemm(x, int64_t{32} * 7 * 7, hidden)});
   x = b.gemm(x, hidden, 10);
   b.finish(x, {1, 1, 28, 28}, 10);
   return std::move(b.model);

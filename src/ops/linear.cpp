@@ -84,7 +84,7 @@ Value lower_gemm(LoweringContext& ctx) {
     bias = make_param(c.reshape({-1}).to(at::kFloat));
   }
   if (ctx.all_constant()) {
-    const at::Tensor x = ctx.constant(0);
+    const at::Tensor& x = ctx.constant(0);
     return Value::of_constant(at::linear(x, w.to(x.scalar_type()),
                                          bias ? bias->get().to(x.scalar_type()) : at::Tensor()));
   }

@@ -18,7 +18,8 @@ std::vector<int64_t> with_lead(std::initializer_list<int64_t> lead,
 
 class BoundReshape final : public BoundNode {
  public:
-  BoundReshape(std::vector<int64_t> shape, std::string op) : shape_(std::move(shape)), op_(op) {}
+  BoundReshape(std::vector<int64_t> shape, std::string op)
+      : shape_(std::move(shape)), op_(std::move(op)) {}
   std::string op_type() const override { return op_; }
   bool is_affine() const override { return true; }
 

@@ -35,9 +35,9 @@ struct AttributeMap {
   [[nodiscard]] bool has(const std::string& key) const;
   [[nodiscard]] int64_t get_int(const std::string& key, int64_t fallback) const;
   [[nodiscard]] std::vector<int64_t> get_ints(const std::string& key,
-                                              std::vector<int64_t> fallback) const;
+                                              const std::vector<int64_t>& fallback) const;
   [[nodiscard]] double get_float(const std::string& key, double fallback) const;
-  [[nodiscard]] std::string get_string(const std::string& key, std::string fallback) const;
+  [[nodiscard]] std::string get_string(const std::string& key, const std::string& fallback) const;
 };
 
 /// What a lowering function sees of one ONNX node.

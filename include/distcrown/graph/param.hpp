@@ -41,6 +41,6 @@ class LocalParam final : public ParamRef {
   at::Tensor value_;
 };
 
-ParamPtr make_param(at::Tensor value);
+ParamPtr make_param(const at::Tensor& value);
 
 }  // namespace distcrown
