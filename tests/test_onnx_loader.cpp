@@ -297,6 +297,40 @@ TEST_F(OnnxLoader, ShapeIsAConstant) {
   });
 }
 
+TEST_F(OnnxLoader, ExportedFlattenPatternIsFolded) {
+  // PyTorch's export of x.view(x.size(0), -1): Shape -> Gather(0) -> Concat(-1)
+  // -> Reshape; plus a Slice of a constant weight.
+  const at::Tensor W = randn({4, 18});
+  OnnxBuilder b;
+  b.input("x", {1, 2, 3, 3}).output("y", {1, 3});
+  b.initializer("W", W);
+  b.initializer("zero", int64s({0}));
+  b.initializer("minus1", int64s({-1}));
+  b.initializer("starts", int64s({1}));
+  b.initializer("ends", int64s({100}));
+  b.node("shape", "Shape", {"x"}, {"s"});
+  b.node("gather", "Gather", {"s", "zero"}, {"n"}, {attr_int("axis", 0)});
+  b.node("concat", "Concat", {"n", "minus1"}, {"target"}, {attr_int("axis", 0)});
+  b.node("reshape", "Reshape", {"x", "target"}, {"flat"});
+  b.node("slice", "Slice", {"W", "starts", "ends"}, {"W3"});  // rows 1.. of W: [3, 18]
+  b.node("fc", "Gemm", {"flat", "W3"}, {"y"}, {attr_int("transB", 1)});
+  expect_forward_matches(b, {1, 2, 3, 3}, {1, 3}, [&](const at::Tensor& x) {
+    return at::linear(x.reshape({x.size(0), -1}), W.slice(0, 1));
+  });
+}
+
+TEST_F(OnnxLoader, ShapeArithmeticOnVariablesIsRefused) {
+  OnnxBuilder b;
+  b.input("x", {1, 4}).output("y", {1, 8});
+  b.node("cat", "Concat", {"x", "x"}, {"y"}, {attr_int("axis", 1)});
+  try {
+    load(b);
+    FAIL() << "Concat of the variable input was accepted";
+  } catch (const UnsupportedError& e) {
+    EXPECT_NE(std::string(e.what()).find("'cat' (Concat)"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(OnnxLoader, IdentityAndDropout) {
   const at::Tensor W = randn({5, 4}), bias = randn({5});
   OnnxBuilder b;

@@ -12,7 +12,8 @@ void register_reshape(
 void register_add_sub(OpRegistry& r);    // Add, Sub
 void register_mul_div(OpRegistry& r);    // Mul, Div, Neg
 void register_batchnorm(OpRegistry& r);  // BatchNormalization
-void register_constant(OpRegistry& r);   // Constant, Identity, Dropout (inference), Cast
+void register_constant(
+    OpRegistry& r);  // Constant, Identity, Dropout, Cast; Gather/Concat/Slice of constants
 
 inline void register_all(OpRegistry& r) {
   register_linear(r);
