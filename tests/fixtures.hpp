@@ -7,8 +7,11 @@
 #include <string>
 #include <vector>
 
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include "distcrown/bounds/interval.hpp"
 
 namespace distcrown::testing {
 
@@ -36,6 +39,19 @@ inline std::vector<std::filesystem::path> reference_files() {
 inline nlohmann::json read_json(const std::filesystem::path& p) {
   std::ifstream in(p);
   return nlohmann::json::parse(in);
+}
+
+/// The input box stored in a reference JSON ([1, *input_shape]): the float32 values auto_LiRPA
+/// used, as `dtype`.
+inline Interval reference_box(const nlohmann::json& ref, at::ScalarType dtype = at::kFloat) {
+  const auto shape = ref["input_shape"].get<std::vector<int64_t>>();
+  auto side = [&](const char* key) {
+    return at::tensor(ref[key].get<std::vector<double>>(), at::kDouble)
+        .to(at::kFloat)
+        .to(dtype)
+        .reshape(shape);
+  };
+  return {side("input_lower"), side("input_upper")};
 }
 
 }  // namespace distcrown::testing

@@ -21,75 +21,17 @@
 
 #include <ATen/ATen.h>
 
-#include "distcrown/io/onnx_model.hpp"
+#include "distcrown/io/onnx_build.hpp"
 
 namespace distcrown::testing {
 
-/// An ONNX tensor holding `t`'s values (float32, float64, int64 or int32), row-major.
-inline io::OnnxTensor onnx_tensor(const std::string& name, const at::Tensor& t) {
-  io::OnnxTensor out;
-  out.name = name;
-  switch (t.scalar_type()) {
-    case at::kFloat:
-      out.data_type = io::kOnnxFloat;
-      break;
-    case at::kDouble:
-      out.data_type = io::kOnnxDouble;
-      break;
-    case at::kLong:
-      out.data_type = io::kOnnxInt64;
-      break;
-    case at::kInt:
-      out.data_type = io::kOnnxInt32;
-      break;
-    default:
-      throw std::invalid_argument("onnx_tensor: unsupported scalar type");
-  }
-  out.dims.assign(t.sizes().begin(), t.sizes().end());
-  const at::Tensor c = t.contiguous();
-  out.bytes.assign(static_cast<const char*>(c.data_ptr()), size_t(c.nbytes()));
-  return out;
-}
-
-inline io::OnnxAttribute attr_int(const std::string& name, int64_t v) {
-  io::OnnxAttribute a;
-  a.name = name;
-  a.kind = io::OnnxAttribute::Kind::kInt;
-  a.i = v;
-  return a;
-}
-
-inline io::OnnxAttribute attr_ints(const std::string& name, std::vector<int64_t> v) {
-  io::OnnxAttribute a;
-  a.name = name;
-  a.kind = io::OnnxAttribute::Kind::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-
-inline io::OnnxAttribute attr_float(const std::string& name, double v) {
-  io::OnnxAttribute a;
-  a.name = name;
-  a.kind = io::OnnxAttribute::Kind::kFloat;
-  a.f = v;
-  return a;
-}
-
-inline io::OnnxAttribute attr_string(const std::string& name, std::string v) {
-  io::OnnxAttribute a;
-  a.name = name;
-  a.kind = io::OnnxAttribute::Kind::kString;
-  a.s = std::move(v);
-  return a;
-}
-
-inline io::OnnxAttribute attr_tensor(const std::string& name, const at::Tensor& t) {
-  io::OnnxAttribute a;
-  a.name = name;
-  a.kind = io::OnnxAttribute::Kind::kTensor;
-  a.t = onnx_tensor("", t);
-  return a;
-}
+// The factories live in the library (io/onnx_build.hpp); tests name them from here.
+using io::attr_float;
+using io::attr_int;
+using io::attr_ints;
+using io::attr_string;
+using io::attr_tensor;
+using io::onnx_tensor;
 
 class OnnxBuilder {
  public:

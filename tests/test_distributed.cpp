@@ -34,13 +34,7 @@ std::vector<Model> fixture_models() {
     const auto ref = testing::read_json(f);
     std::ifstream in(testing::fixtures_dir() / ref["model"].get<std::string>(), std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const auto shape = ref["input_shape"].get<std::vector<int64_t>>();
-    auto vec = [&](const char* key) {
-      return at::tensor(ref[key].get<std::vector<double>>(), at::kDouble)
-          .to(at::kFloat)
-          .reshape(shape);
-    };
-    out.push_back({f.stem().string(), bytes, {vec("input_lower"), vec("input_upper")}});
+    out.push_back({f.stem().string(), bytes, testing::reference_box(ref)});
   }
   return out;
 }

@@ -14,11 +14,6 @@ namespace {
 
 using testing::fixtures_dir;
 
-at::Tensor vec(const nlohmann::json& j, at::ScalarType type = at::kFloat) {
-  std::vector<double> v = j.get<std::vector<double>>();
-  return at::tensor(v, at::kDouble).to(type);
-}
-
 struct Case {
   std::string name;
   nlohmann::json ref;
@@ -29,8 +24,7 @@ struct Case {
 Case load_case(const std::filesystem::path& p) {
   Case c{p.stem().string(), testing::read_json(p), {}, {}};
   c.graph = io::load_onnx((fixtures_dir() / c.ref["model"].get<std::string>()).string());
-  const auto shape = c.ref["input_shape"].get<std::vector<int64_t>>();
-  c.box = {vec(c.ref["input_lower"]).reshape(shape), vec(c.ref["input_upper"]).reshape(shape)};
+  c.box = testing::reference_box(c.ref);
   return c;
 }
 
@@ -83,10 +77,9 @@ TEST(ReferenceBounds, ForwardAtCentreMatchesFloat64Onnx) {
   for (const auto& f : testing::reference_files()) {
     SCOPED_TRACE(f.filename().string());
     Case c = load_case(f);
-    const auto shape = c.ref["input_shape"].get<std::vector<int64_t>>();
-    const at::Tensor centre =
-        ((vec(c.ref["input_lower"], at::kDouble) + vec(c.ref["input_upper"], at::kDouble)) / 2)
-            .reshape(shape);
+    // The stored bounds are float32 values, so reading them as float64 loses nothing.
+    const Interval box = testing::reference_box(c.ref, at::kDouble);
+    const at::Tensor centre = (box.lower + box.upper) / 2;
     c.graph.to_dtype(at::kDouble);
     const at::Tensor y = c.graph.forward(centre).reshape({-1});
     const auto ref = c.ref["center_output"]["values"].get<std::vector<double>>();

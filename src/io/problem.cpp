@@ -28,15 +28,12 @@ Problem load_problem(const std::string& model_path, const std::string& vnnlib_pa
 }
 
 InputBox box_of(const VnnlibCase& c, const BoundGraph& graph, at::ScalarType dtype) {
-  const auto n = int64_t(c.input_lower.size());
-  at::Tensor lo = at::empty({n}, at::kFloat);
-  at::Tensor hi = at::empty({n}, at::kFloat);
-  for (int64_t i = 0; i < n; ++i) {
-    lo[i] = static_cast<float>(c.input_lower[size_t(i)]);
-    hi[i] = static_cast<float>(c.input_upper[size_t(i)]);
-  }
+  // double -> float32 (rounded as VNN-COMP tools read the values) -> dtype.
   const auto& shape = graph.input_shape();
-  return {lo.reshape(shape).to(dtype), hi.reshape(shape).to(dtype)};
+  auto as_tensor = [&](const std::vector<double>& v) {
+    return at::tensor(v, at::kDouble).to(at::kFloat).reshape(shape).to(dtype);
+  };
+  return {as_tensor(c.input_lower), as_tensor(c.input_upper)};
 }
 
 }  // namespace distcrown::io

@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 
+#include "distcrown/io/onnx_build.hpp"
 #include "distcrown/io/onnx_loader.hpp"
 
 namespace distcrown::io {
@@ -14,15 +15,10 @@ class Builder {
  public:
   explicit Builder(uint64_t seed) : gen_(at::make_generator<at::CPUGeneratorImpl>(seed)) {}
 
-  std::string uniform(const std::string& name, std::vector<int64_t> shape, int64_t fan_in) {
+  std::string uniform(const std::string& name, const std::vector<int64_t>& shape, int64_t fan_in) {
     const double k = 1.0 / std::sqrt(double(fan_in));
-    const at::Tensor t = at::empty(shape, at::kFloat).uniform_(-k, k, gen_);
-    OnnxTensor o;
-    o.name = name;
-    o.data_type = kOnnxFloat;
-    o.dims = std::move(shape);
-    o.bytes.assign(static_cast<const char*>(t.data_ptr()), size_t(t.nbytes()));
-    model.initializers.push_back(std::move(o));
+    model.initializers.push_back(
+        onnx_tensor(name, at::empty(shape, at::kFloat).uniform_(-k, k, gen_)));
     return name;
   }
 
@@ -37,7 +33,7 @@ class Builder {
     const std::string id = std::to_string(model.nodes.size());
     const auto w = uniform("W" + id, {out, in}, in);
     const auto b = uniform("B" + id, {out}, in);
-    return node("Gemm", {x, w, b}, {int_attr("transB", 1)});
+    return node("Gemm", {x, w, b}, {attr_int("transB", 1)});
   }
 
   std::string conv(const std::string& x, int64_t cin, int64_t cout) {
@@ -45,30 +41,15 @@ class Builder {
     const auto w = uniform("W" + id, {cout, cin, 4, 4}, cin * 16);
     const auto b = uniform("B" + id, {cout}, cin * 16);
     return node("Conv", {x, w, b},
-                {ints_attr("strides", {2, 2}), ints_attr("pads", {1, 1, 1, 1}),
-                 ints_attr("kernel_shape", {4, 4})});
+                {attr_ints("strides", {2, 2}), attr_ints("pads", {1, 1, 1, 1}),
+                 attr_ints("kernel_shape", {4, 4})});
   }
 
-  void finish(const std::string& last, std::vector<int64_t> in_shape, int64_t outputs) {
+  // The last node added becomes the graph output.
+  void finish(std::vector<int64_t> in_shape, int64_t outputs) {
     model.nodes.back().outputs = {"output"};
-    (void)last;
     model.inputs.push_back(OnnxValueInfo{"input", true, kOnnxFloat, true, std::move(in_shape)});
     model.outputs.push_back(OnnxValueInfo{"output", true, kOnnxFloat, true, {1, outputs}});
-  }
-
-  static OnnxAttribute int_attr(const std::string& name, int64_t v) {
-    OnnxAttribute a;
-    a.name = name;
-    a.kind = OnnxAttribute::Kind::kInt;
-    a.i = v;
-    return a;
-  }
-  static OnnxAttribute ints_attr(const std::string& name, std::vector<int64_t> v) {
-    OnnxAttribute a;
-    a.name = name;
-    a.kind = OnnxAttribute::Kind::kInts;
-    a.ints = std::move(v);
-    return a;
   }
 
   OnnxModel model;
@@ -87,8 +68,8 @@ OnnxModel random_mlp_onnx(int64_t in, int64_t hidden, int depth, int64_t out, ui
     x = b.node("Relu", {b.gemm(x, width, hidden)});
     width = hidden;
   }
-  x = b.gemm(x, width, out);
-  b.finish(x, {1, in}, out);
+  b.gemm(x, width, out);
+  b.finish({1, in}, out);
   return std::move(b.model);
 }
 
@@ -96,10 +77,10 @@ OnnxModel random_convnet_onnx(int64_t hidden, uint64_t seed) {
   Builder b(seed);
   std::string x = b.node("Relu", {b.conv("input", 1, 16)});  // [1, 16, 14, 14]
   x = b.node("Relu", {b.conv(x, 16, 32)});                   // [1, 32, 7, 7]
-  x = b.node("Flatten", {x}, {Builder::int_attr("axis", 1)});
+  x = b.node("Flatten", {x}, {attr_int("axis", 1)});
   x = b.node("Relu", {b.gemm(x, int64_t{32} * 7 * 7, hidden)});
-  x = b.gemm(x, hidden, 10);
-  b.finish(x, {1, 1, 28, 28}, 10);
+  b.gemm(x, hidden, 10);
+  b.finish({1, 1, 28, 28}, 10);
   return std::move(b.model);
 }
 
