@@ -19,6 +19,7 @@
 #include "distcrown/dist/sharded_param.hpp"
 #include "distcrown/io/onnx_loader.hpp"
 #include "distcrown/io/problem.hpp"
+#include "distcrown/methods/alpha_crown.hpp"
 #include "distcrown/methods/crown.hpp"
 #include "distcrown/util/error.hpp"
 #include "distcrown/util/memory.hpp"
@@ -38,6 +39,8 @@ struct BoundsArgs {
   bool spec_parallel = false;
   std::string device = "cpu";
   std::string backend = "auto";
+  int iterations = 20;
+  double lr = 0.5;
 };
 
 std::string read_file(const std::string& path) {
@@ -46,6 +49,13 @@ std::string read_file(const std::string& path) {
   std::ostringstream buf;
   buf << in.rdbuf();
   return buf.str();
+}
+
+// Floats written exactly: %.9g round-trips float32, %.17g float64.
+std::string exact(double v, bool is_double) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, is_double ? "%.17g" : "%.9g", v);
+  return buf;
 }
 
 // The model and property, and a fingerprint of them and of the options that change the result.
@@ -67,7 +77,8 @@ Loaded load(const BoundsArgs& a) {
   io::check_fits(l.problem.graph, l.problem.property);
   const std::string options = a.method + "|" + a.dtype + "|" + a.intermediate + "|" +
                               std::to_string(a.crown_batch_size) + "|" + a.shard + "|" +
-                              (a.spec_parallel ? "spec" : "nospec") + "|" + a.device;
+                              (a.spec_parallel ? "spec" : "nospec") + "|" + a.device + "|" +
+                              std::to_string(a.iterations) + "|" + exact(a.lr, true);
   l.fingerprint = dist::fingerprint(model_bytes) + dist::fingerprint(property_text) +
                   dist::fingerprint(options);
   return l;
@@ -76,13 +87,6 @@ Loaded load(const BoundsArgs& a) {
 std::vector<double> to_vector(const at::Tensor& t) {
   const at::Tensor c = t.to(at::kDouble).cpu().contiguous().reshape({-1});
   return {c.data_ptr<double>(), c.data_ptr<double>() + c.numel()};
-}
-
-// Floats written exactly: %.9g round-trips float32, %.17g float64.
-std::string exact(double v, bool is_double) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, is_double ? "%.17g" : "%.9g", v);
-  return buf;
 }
 
 struct RankReport {
@@ -196,7 +200,15 @@ int run_bounds(const BoundsArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   Interval b;
   try {
-    b = compute_bounds(graph, box, method, options, {}, a.spec_parallel ? comm : nullptr);
+    if (method == Method::kAlphaCrown) {
+      if (a.spec_parallel) throw UnsupportedError("--spec-parallel with alpha-crown");
+      AlphaOptions alpha;
+      alpha.iterations = a.iterations;
+      alpha.lr = a.lr;
+      b = alpha_crown(graph, box, {}, alpha, options).bounds;
+    } else {
+      b = compute_bounds(graph, box, method, options, {}, a.spec_parallel ? comm : nullptr);
+    }
   } catch (const std::exception& e) {
     if (comm->size() == 1) throw;
     // The other ranks may be waiting in a collective: end them all.
@@ -237,8 +249,14 @@ Action add_bounds_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--vnnlib", args->vnnlib, "VNNLIB property (default: the embedded one)")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--method", args->method, "ibp or crown")
-      ->check(CLI::IsMember({"ibp", "crown"}))
+  cmd->add_option("--method", args->method, "ibp, crown or alpha-crown")
+      ->check(CLI::IsMember({"ibp", "crown", "alpha-crown"}))
+      ->capture_default_str();
+  cmd->add_option("--iterations", args->iterations, "alpha-crown: optimisation steps")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--lr", args->lr, "alpha-crown: Adam learning rate for the slopes")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--json", args->json, "write the bounds as JSON to this file");
   cmd->add_option("--crown-batch-size", args->crown_batch_size,

@@ -9,6 +9,10 @@
 
 namespace distcrown {
 
+at::Tensor BoundNode::initial_slopes(const Interval& /*in*/) const {
+  throw Error("internal: operator " + op_type() + " has no optimisable slopes");
+}
+
 namespace {
 int64_t numel_of(const std::vector<int64_t>& shape) {
   return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());

@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include "distcrown/methods/alpha_crown.hpp"
 #include "distcrown/methods/ibp.hpp"
 #include "distcrown/util/error.hpp"
 
@@ -63,7 +64,8 @@ CrownEngine::CrownEngine(const BoundGraph& g, InputBox box, BoundOptions options
       box_(std::move(box)),
       opt_(options),
       spec_comm_(std::move(spec_comm)),
-      bounds_(size_t(g.size())) {
+      bounds_(size_t(g.size())),
+      reference_(size_t(g.size())) {
   if (opt_.crown_batch_size < 0) throw InvalidArgument("crown batch size must be >= 0");
   bounds_[0] = box_;
 }
@@ -72,9 +74,12 @@ void CrownEngine::compute_intermediate_bounds() {
   std::vector<const Interval*> args;
   for (int i = 1; i < g_.size(); ++i) {
     if (i == g_.output()) continue;  // bounded by output_bounds() with the spec
+    if (bounds_[size_t(i)]) continue;  // given by set_bounds()
     args.clear();
     for (int p : g_.node(i).inputs) args.push_back(&*bounds_[size_t(p)]);
-    Interval reference = g_.node(i).op->ibp(args);  // one IBP step from the bounds so far
+    // The reference: given bounds, else one IBP step from the bounds so far (auto_LiRPA uses
+    // aux_reference_bounds in place of IBP, not intersected with it).
+    Interval reference = reference_[size_t(i)] ? *reference_[size_t(i)] : g_.node(i).op->ibp(args);
     if (g_.is_pre_activation(i) && !g_.affine_from_input(i)) {
       bounds_[size_t(i)] = refine(i, reference);
     } else {
@@ -114,14 +119,22 @@ Interval CrownEngine::neuron_rows(int start, const at::Tensor& rows) {
   const auto& shape = g_.node(start).shape;
   const int64_t B = box_.lower.size(0);
   const auto options = box_.lower.options();
-  return bound_rows(start, rows.numel(), [&](const at::Tensor& idx) {
-    return one_hot_rows(rows.index_select(0, idx), shape, B, options);
-  });
+  return bound_rows(
+      start, rows.numel(),
+      [&](const at::Tensor& idx) {
+        return one_hot_rows(rows.index_select(0, idx), shape, B, options);
+      },
+      rows);
 }
 
-Interval CrownEngine::bound_rows(int start, int64_t k, const RowMaker& make_rows) {
+Interval CrownEngine::bound_rows(int start, int64_t k, const RowMaker& make_rows,
+                                 const at::Tensor& row_ids, Sides sides) {
   const int P = spec_comm_ ? spec_comm_->size() : 1;
-  if (P == 1) return chunked(start, at::arange(k, at::kLong), make_rows);
+  if (P == 1) return chunked(start, at::arange(k, at::kLong), make_rows, row_ids, sides);
+  if (hook_ != nullptr) {
+    // The AllGather below would cut the autograd graph of the other ranks' rows.
+    throw UnsupportedError("spec-parallel bounding with optimised relaxations (alpha/beta)");
+  }
   // Rank r takes rows [r·per, (r+1)·per); every rank pads its slice to `per` rows by repeating
   // a row, so all ranks run the same passes and make the same collective calls (FSDP gathers
   // inside them) in the same order.
@@ -133,35 +146,45 @@ Interval CrownEngine::bound_rows(int start, int64_t k, const RowMaker& make_rows
     const int64_t filler = end > begin ? end - 1 : 0;
     idx = at::cat({idx, at::full({per - (end - begin)}, filler, at::kLong)});
   }
-  const Interval local = chunked(start, idx, make_rows);  // [B, per] each
+  Interval local = chunked(start, idx, make_rows, row_ids, sides);  // [B, per] each
+  // A side not wanted travels as zeros, so every rank gathers the same shapes.
+  if (!local.lower.defined()) local.lower = at::zeros_like(local.upper);
+  if (!local.upper.defined()) local.upper = at::zeros_like(local.lower);
   const int64_t B = local.lower.size(0);
   const at::Tensor mine = at::stack({local.lower, local.upper}).contiguous();  // [2, B, per]
   at::Tensor all = at::empty({P, 2, B, per}, mine.options());
   spec_comm_->all_gather(mine, all);
   // [P, 2, B, per] -> [2, B, P·per] -> the first k rows.
   const at::Tensor joined = all.permute({1, 2, 0, 3}).reshape({2, B, P * per}).slice(2, 0, k);
-  return {joined[0].contiguous(), joined[1].contiguous()};
+  return {sides.lower ? joined[0].contiguous() : at::Tensor(),
+          sides.upper ? joined[1].contiguous() : at::Tensor()};
 }
 
-Interval CrownEngine::chunked(int start, const at::Tensor& idx, const RowMaker& make_rows) {
+Interval CrownEngine::chunked(int start, const at::Tensor& idx, const RowMaker& make_rows,
+                              const at::Tensor& row_ids, Sides sides) {
   const int64_t k = idx.numel();
   const int64_t chunk = opt_.crown_batch_size > 0 ? opt_.crown_batch_size : std::max<int64_t>(k, 1);
   std::vector<at::Tensor> lower;
   std::vector<at::Tensor> upper;
   for (int64_t s = 0; s < k; s += chunk) {
     const int64_t rows = std::min(k, s + chunk) - s;
-    at::Tensor A = make_rows(pad_rows(idx.slice(0, s, s + rows)));
-    BoundA a{A, A};
+    const at::Tensor pass_idx = pad_rows(idx.slice(0, s, s + rows));
+    at::Tensor A = make_rows(pass_idx);
+    BoundA a{sides.lower ? A : at::Tensor(), sides.upper ? A : at::Tensor()};
     A = at::Tensor();  // the pass owns the start matrix and frees it after its first step
-    Interval part = backward_from(start, std::move(a));  // [B, rows padded]
-    lower.push_back(part.lower.slice(1, 0, rows));
-    upper.push_back(part.upper.slice(1, 0, rows));
+    const at::Tensor ids = row_ids.defined() ? row_ids.index_select(0, pass_idx) : pass_idx;
+    Interval part = backward_from(start, std::move(a), ids);  // [B, rows padded]
+    if (sides.lower) lower.push_back(part.lower.slice(1, 0, rows));
+    if (sides.upper) upper.push_back(part.upper.slice(1, 0, rows));
   }
-  if (lower.size() == 1) return {lower.front(), upper.front()};
-  return {at::cat(lower, 1), at::cat(upper, 1)};
+  const auto join = [](const std::vector<at::Tensor>& parts) {
+    if (parts.empty()) return at::Tensor();
+    return parts.size() == 1 ? parts.front() : at::cat(parts, 1);
+  };
+  return {join(lower), join(upper)};
 }
 
-Interval CrownEngine::backward_from(int start, BoundA a) {
+Interval CrownEngine::backward_from(int start, BoundA a, const at::Tensor& rows) {
   std::map<int, BoundA> pending;  // A matrices waiting at a node, [spec, batch, *shape]
   pending.emplace(start, std::move(a));
   BiasPair bias;
@@ -180,7 +203,15 @@ Interval CrownEngine::backward_from(int start, BoundA a) {
       }
       in_bounds.push_back(b ? &*b : nullptr);
     }
-    std::vector<BoundA> outs = node.op->backward(here, in_bounds, bias);
+    std::vector<BoundA> outs;
+    if (hook_ != nullptr && node.op->has_slopes()) {
+      const int64_t r = here.lA.defined() ? here.lA.size(0) : here.uA.size(0);
+      const at::Tensor ids = rows.defined() ? rows : at::arange(r, at::kLong);
+      hook_->observe(start, i, here);
+      outs = node.op->backward_relaxed(here, in_bounds, bias, hook_->params(start, i, ids, in_bounds));
+    } else {
+      outs = node.op->backward(here, in_bounds, bias);
+    }
     here = {};  // the node's A is no longer needed
     for (size_t j = 0; j < node.inputs.size(); ++j) {
       auto [slot, inserted] = pending.try_emplace(node.inputs[j], std::move(outs[j]));
@@ -192,19 +223,25 @@ Interval CrownEngine::backward_from(int start, BoundA a) {
   const int64_t spec = it->second.lA.defined() ? it->second.lA.size(0) : it->second.uA.size(0);
   const int64_t B = box_.lower.size(0);
   // A pass where no term reached the bias still yields [spec, B] bounds.
-  if (!bias.lower.defined()) bias.lower = at::zeros({spec, B}, box_.lower.options());
-  if (!bias.upper.defined()) bias.upper = at::zeros({spec, B}, box_.lower.options());
+  if (!bias.lower.defined() && it->second.lA.defined())
+    bias.lower = at::zeros({spec, B}, box_.lower.options());
+  if (!bias.upper.defined() && it->second.uA.defined())
+    bias.upper = at::zeros({spec, B}, box_.lower.options());
   return concretize(it->second, bias, box_);
 }
 
-Interval CrownEngine::output_bounds(const at::Tensor& C) {
+Interval CrownEngine::output_bounds(const at::Tensor& C, bool lower, bool upper) {
   const int out = g_.output();
   const auto& shape = g_.node(out).shape;
   const int64_t B = box_.lower.size(0);
   const int64_t n = per_batch_numel(shape);
   Interval result;
+  const Sides sides{lower, upper};
   if (!C.defined()) {
-    result = neuron_rows(out, at::arange(n, at::kLong));
+    result = bound_rows(
+        out, n,
+        [&](const at::Tensor& idx) { return one_hot_rows(idx, shape, B, box_.lower.options()); },
+        at::Tensor(), sides);
   } else {
     if (C.dim() != 2 || C.size(1) != n) {
       throw InvalidArgument("spec matrix C must be [spec, " + std::to_string(n) + "]");
@@ -216,13 +253,14 @@ Interval CrownEngine::output_bounds(const at::Tensor& C) {
       std::vector<int64_t> full{r, B};
       full.insert(full.end(), shape.begin() + 1, shape.end());
       return Cd.index_select(0, idx).reshape({r, 1, n}).expand({r, B, n}).reshape(full);
-    });
+    }, at::Tensor(), sides);
   }
   if (opt_.scheme == IntermediateScheme::kTight) {
     std::vector<const Interval*> args;
     for (int p : g_.node(out).inputs) args.push_back(&*bounds_[size_t(p)]);
     const Interval ibp = apply_spec(g_.node(out).op->ibp(args), C);
-    result = {at::maximum(result.lower, ibp.lower), at::minimum(result.upper, ibp.upper)};
+    if (lower) result.lower = at::maximum(result.lower, ibp.lower);
+    if (upper) result.upper = at::minimum(result.upper, ibp.upper);
   }
   return result;
 }
@@ -230,6 +268,12 @@ Interval CrownEngine::output_bounds(const at::Tensor& C) {
 Interval compute_bounds(const BoundGraph& g, const InputBox& box, Method method,
                         const BoundOptions& options, const at::Tensor& C, dist::CommPtr spec_comm) {
   if (method == Method::kIbp) return ibp_bounds(g, box, C);
+  if (method == Method::kAlphaCrown) {
+    if (spec_comm && spec_comm->size() > 1) {
+      throw UnsupportedError("spec-parallel alpha-CROWN (its AllGather cuts the gradients)");
+    }
+    return alpha_crown(g, box, C, AlphaOptions{}, options).bounds;
+  }
   CrownEngine engine(g, box, options, std::move(spec_comm));
   engine.compute_intermediate_bounds();
   return engine.output_bounds(C);

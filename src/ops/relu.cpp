@@ -1,6 +1,7 @@
 #include "distcrown/ops/relu.hpp"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 
 #include "distcrown/ops/register.hpp"
 
@@ -26,10 +27,19 @@ at::Tensor relax_side(const at::Tensor& A, const at::Tensor& d_pos, const at::Te
   at::Tensor pos = A.clamp_min(0);
   at::Tensor neg = A.clamp_max(0);
   accumulate(bias, contract(upper_side ? pos : neg, upper_b));
+  if (at::GradMode::is_enabled()) return pos * d_pos + neg * d_neg;  // autograd: no in-place
   pos.mul_(d_pos);
   neg.mul_(d_neg);
   pos.add_(neg);
   return pos;
+}
+
+// The lower-line slope of one side: α ([S, B, *shape] or broadcastable) where the neuron is
+// unstable, CROWN's 0/1 where it is stable (α cannot change a stable neuron's exact line).
+at::Tensor side_slope(const ReluRelaxation& r, const Interval& pre, const at::Tensor& alpha) {
+  if (!alpha.defined()) return r.lower_d;
+  const at::Tensor unstable = (pre.lower < 0) & (pre.upper > 0);  // [B, *shape]
+  return at::where(unstable, alpha, r.lower_d);
 }
 
 class BoundRelu final : public BoundNode {
@@ -45,15 +55,33 @@ class BoundRelu final : public BoundNode {
 
   std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> bounds,
                                BiasPair& bias) const override {
+    return backward_relaxed(a, bounds, bias, RelaxParams{});
+  }
+
+  bool has_slopes() const override { return true; }
+  at::Tensor initial_slopes(const Interval& in) const override {
+    return relu_relaxation(in).lower_d;  // [B, *shape]
+  }
+
+  std::vector<BoundA> backward_relaxed(const BoundA& a, std::span<const Interval* const> bounds,
+                                       BiasPair& bias, const RelaxParams& p) const override {
     // A [S, B, *shape]; the relaxation broadcasts over S.
-    const ReluRelaxation r = relu_relaxation(*bounds[0]);
+    const Interval& pre = *bounds[0];
+    const ReluRelaxation r = relu_relaxation(pre);
     BoundA out;
     // Lower bound: positive coefficients take the lower line, negative ones the upper line (the
     // upper side the other way round). In-place products keep at most two A-sized temporaries.
-    if (a.lA.defined())
-      out.lA = relax_side(a.lA, r.lower_d, r.upper_d, r.upper_b, bias.lower, false);
-    if (a.uA.defined())
-      out.uA = relax_side(a.uA, r.upper_d, r.lower_d, r.upper_b, bias.upper, true);
+    if (a.lA.defined()) {
+      out.lA = relax_side(a.lA, side_slope(r, pre, p.alpha_l), r.upper_d, r.upper_b, bias.lower,
+                          false);
+      // β-CROWN: min f ≥ min (f + β·s·z) over the box when s·z ≤ 0 on the domain and β ≥ 0.
+      if (p.beta_l.defined()) out.lA = out.lA + p.beta_l;
+    }
+    if (a.uA.defined()) {
+      out.uA = relax_side(a.uA, r.upper_d, side_slope(r, pre, p.alpha_u), r.upper_b, bias.upper,
+                          true);
+      if (p.beta_u.defined()) out.uA = out.uA - p.beta_u;
+    }
     return {out};
   }
 };

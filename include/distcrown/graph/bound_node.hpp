@@ -19,6 +19,15 @@
 
 namespace distcrown {
 
+/// Optimisable relaxation parameters of one node in one backward pass (α-/β-CROWN). Each tensor
+/// broadcasts against that side's A ([spec, batch, *shape]); undefined = CROWN's choice / none.
+struct RelaxParams {
+  at::Tensor alpha_l;  // lower-line slopes used where the lA side takes the lower line
+  at::Tensor alpha_u;  // lower-line slopes used where the uA side takes the lower line
+  at::Tensor beta_l;   // β·s added to the input's lA: split multipliers times split signs
+  at::Tensor beta_u;   // the same for uA (subtracted: max f − β·s·z)
+};
+
 class BoundNode {
  public:
   virtual ~BoundNode() = default;
@@ -38,6 +47,18 @@ class BoundNode {
                                                      BiasPair& bias) const = 0;
 
   [[nodiscard]] virtual bool needs_input_bounds() const { return false; }
+
+  /// True for relaxations with optimisable lower slopes (ReLU): backward_relaxed applies
+  /// RelaxParams and initial_slopes gives CROWN's choice of them.
+  [[nodiscard]] virtual bool has_slopes() const { return false; }
+  /// CROWN's lower-line slopes for input bounds `in` ([batch, *shape]): the initial α.
+  [[nodiscard]] virtual at::Tensor initial_slopes(const Interval& in) const;
+  /// backward() with the given slopes and split multipliers.
+  [[nodiscard]] virtual std::vector<BoundA> backward_relaxed(
+      const BoundA& a, std::span<const Interval* const> bounds, BiasPair& bias,
+      const RelaxParams& /*params*/) const {
+    return backward(a, bounds, bias);
+  }
   /// True when the output is an affine function of the (single) bounded input.
   [[nodiscard]] virtual bool is_affine() const { return false; }
   /// True for affine maps that mix elements (Linear, Conv). IBP of a box through elementwise

@@ -10,8 +10,15 @@
 #include "distcrown/dist/communicator.hpp"
 #include "distcrown/graph/bound_graph.hpp"
 #include "distcrown/methods/options.hpp"
+#include "distcrown/methods/relaxation_hook.hpp"
 
 namespace distcrown {
+
+/// Which sides of a backward pass are bounded.
+struct Sides {
+  bool lower = true;
+  bool upper = true;
+};
 
 class CrownEngine {
  public:
@@ -22,39 +29,60 @@ class CrownEngine {
   CrownEngine(const BoundGraph& g, InputBox box, BoundOptions options,
               dist::CommPtr spec_comm = nullptr);
 
+  /// Every backward pass asks `hook` (not owned; may be null) for optimisable relaxation
+  /// parameters (α-/β-CROWN). Passes with a hook keep autograd history when grad mode is on.
+  void set_hook(RelaxationHook* hook) { hook_ = hook; }
+
   /// Computes every intermediate bound the output's backward pass needs.
   void compute_intermediate_bounds();
 
+  /// Uses given bounds for node i ([batch, *shape]) instead of computing them (branch and bound
+  /// reuses a domain's intermediate bounds).
+  void set_bounds(int i, Interval b) { bounds_.at(size_t(i)) = std::move(b); }
+
+  /// Known sound bounds of node i ([batch, *shape]) used in place of the IBP step as the
+  /// reference of the intermediate-bound scheme (auto_LiRPA's aux_reference_bounds: α-CROWN
+  /// passes its best intermediate bounds so far).
+  void set_reference_bounds(int i, Interval b) { reference_.at(size_t(i)) = std::move(b); }
+
   /// Bounds of C·output, C [spec, n_out] (undefined = identity); lower/upper [batch, spec].
-  Interval output_bounds(const at::Tensor& C = {});
+  /// With only one side wanted the other comes back undefined and costs nothing.
+  Interval output_bounds(const at::Tensor& C = {}, bool lower = true, bool upper = true);
 
   /// Interval of node i ([batch, *shape]); only after compute_intermediate_bounds().
   [[nodiscard]] const Interval& bounds(int i) const { return *bounds_.at(size_t(i)); }
 
   /// Backward pass from `start` with the given A ([spec, batch, *shape of start]), concretized:
   /// lower/upper [batch, spec]. Needs the bounds of every ReLU below start. Local to this rank.
-  Interval backward_from(int start, BoundA a);
+  /// `rows` (LongTensor [spec]) names the start's rows for the relaxation hook (default: 0..).
+  Interval backward_from(int start, BoundA a, const at::Tensor& rows = at::Tensor());
 
   /// Builds the start A for the given row indices (LongTensor [r]): [r, batch, *shape].
   using RowMaker = std::function<at::Tensor(const at::Tensor& idx)>;
 
   /// Bounds of k rows starting at `start`: chunked by crown_batch_size and, with a spec
-  /// communicator, split across ranks. lower/upper [batch, k].
-  Interval bound_rows(int start, int64_t k, const RowMaker& make_rows);
+  /// communicator, split across ranks. lower/upper [batch, k]. `row_ids` ([k], default 0..k-1)
+  /// names the rows for the relaxation hook.
+  Interval bound_rows(int start, int64_t k, const RowMaker& make_rows,
+                      const at::Tensor& row_ids = at::Tensor(), Sides sides = {});
 
  private:
   Interval refine(int i, const Interval& reference);
   Interval neuron_rows(int start, const at::Tensor& rows);
-  Interval chunked(int start, const at::Tensor& idx, const RowMaker& make_rows);
+  Interval chunked(int start, const at::Tensor& idx, const RowMaker& make_rows,
+                   const at::Tensor& row_ids, Sides sides);
 
   const BoundGraph& g_;
   InputBox box_;
   BoundOptions opt_;
   dist::CommPtr spec_comm_;
   std::vector<std::optional<Interval>> bounds_;
+  std::vector<std::optional<Interval>> reference_;
+  RelaxationHook* hook_ = nullptr;
 };
 
-/// IBP or CROWN bounds of C·output (see CrownEngine); lower/upper [batch, spec].
+/// IBP, CROWN or α-CROWN (default AlphaOptions) bounds of C·output (see CrownEngine); lower/upper
+/// [batch, spec].
 Interval compute_bounds(const BoundGraph& g, const InputBox& box, Method method,
                         const BoundOptions& options = {}, const at::Tensor& C = {},
                         dist::CommPtr spec_comm = nullptr);

@@ -4,7 +4,7 @@
 
 namespace distcrown {
 
-enum class Method { kIbp, kCrown };
+enum class Method { kIbp, kCrown, kAlphaCrown };
 
 /// How CROWN obtains the pre-activation (intermediate) bounds that the ReLU relaxations need.
 enum class IntermediateScheme {

@@ -1,0 +1,71 @@
+#pragma once
+// α-CROWN (Xu et al. 2021), with auto_LiRPA's semantics (../shared/fixtures/README.md): the lower
+// slopes α of every unstable ReLU neuron are variables, one tensor per (start node, ReLU node)
+// shaped [2, rows(start), batch, *relu_shape] (index 0 used by lA, 1 by uA; rows = neurons of an
+// intermediate start, spec rows of the output), initialised to CROWN's slopes and optimised by
+// Adam with projection to [0, 1], gradients by autograd through the whole backward computation.
+// Upper and lower output bounds are optimised separately (upper first); every iteration recomputes
+// all intermediate bounds with the current α. Every iteration's bounds are sound, so the result is
+// the elementwise best over the iterations — never looser than CROWN (iteration 0 is CROWN).
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "distcrown/bounds/interval.hpp"
+#include "distcrown/graph/bound_graph.hpp"
+#include "distcrown/methods/options.hpp"
+#include "distcrown/methods/relaxation_hook.hpp"
+
+namespace distcrown {
+
+struct AlphaOptions {
+  int iterations = 20;
+  double lr = 0.5;
+  double lr_decay = 0.98;
+  /// Stop after more than this many iterations without improvement of the summed bound.
+  int early_stop_patience = 10;
+};
+
+/// The α tensors, created on first use from the node's CROWN slopes.
+class AlphaSlopes final : public RelaxationHook {
+ public:
+  /// `output_rows`: spec rows of passes that start at the graph's output.
+  AlphaSlopes(const BoundGraph& g, int64_t output_rows) : g_(g), output_rows_(output_rows) {}
+
+  RelaxParams params(int start, int node, const at::Tensor& rows,
+                     std::span<const Interval* const> in) override;
+
+  /// Leaf tensors, in a fixed order.
+  [[nodiscard]] std::vector<at::Tensor> parameters() const;
+  /// Projects every α onto [0, 1].
+  void project();
+  /// α of (start, node), [2, rows, batch, *shape]; undefined when never used.
+  [[nodiscard]] at::Tensor get(int start, int node) const;
+  /// Bytes held by the α tensors.
+  [[nodiscard]] int64_t bytes() const;
+
+ private:
+  const BoundGraph& g_;
+  int64_t output_rows_;
+  std::map<std::pair<int, int>, at::Tensor> alpha_;
+};
+
+struct AlphaResult {
+  Interval bounds;  // lower/upper [batch, spec] (a side not asked for is undefined)
+  /// Elementwise best bounds of every node with CROWN/IBP bounds ([batch, *shape]); empty
+  /// entries for the input and the output.
+  std::vector<std::optional<Interval>> intermediate;
+  /// α of the lower-bound optimisation at its best iteration for passes from the output: ReLU
+  /// node -> [spec, batch, *shape] (the lA side). What β-CROWN starts from.
+  std::map<int, at::Tensor> output_alpha;
+  int iterations_run = 0;
+};
+
+/// α-CROWN bounds of C·output (C [spec, n_out], undefined = identity).
+AlphaResult alpha_crown(const BoundGraph& g, const InputBox& box, const at::Tensor& C = {},
+                        const AlphaOptions& alpha = {}, const BoundOptions& options = {},
+                        bool lower = true, bool upper = true);
+
+}  // namespace distcrown

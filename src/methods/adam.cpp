@@ -1,0 +1,34 @@
+#include "distcrown/methods/adam.hpp"
+
+#include <cmath>
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+namespace distcrown {
+
+void Adam::step(const std::vector<at::Tensor>& params) {
+  c10::NoGradGuard no_grad;
+  m_.resize(params.size());
+  v_.resize(params.size());
+  steps_.resize(params.size(), 0);
+  for (size_t i = 0; i < params.size(); ++i) {
+    at::Tensor p = params[i];
+    at::Tensor& g = p.mutable_grad();
+    if (!g.defined()) continue;
+    const double step = double(++steps_[i]);
+    const double bc1 = 1.0 - std::pow(beta1_, step);
+    const double bc2 = 1.0 - std::pow(beta2_, step);
+    if (!m_[i].defined()) {
+      m_[i] = at::zeros_like(p);
+      v_[i] = at::zeros_like(p);
+    }
+    m_[i].mul_(beta1_).add_(g, 1.0 - beta1_);
+    v_[i].mul_(beta2_).addcmul_(g, g, 1.0 - beta2_);
+    const at::Tensor denom = (v_[i] / bc2).sqrt_().add_(eps_);
+    p.addcdiv_(m_[i], denom, -lr_ / bc1);
+    g = at::Tensor();
+  }
+}
+
+}  // namespace distcrown
