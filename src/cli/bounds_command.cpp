@@ -14,6 +14,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/embedded_default.hpp"
+#include "cli/problem_input.hpp"
 #include "cli/world.hpp"
 #include "distcrown/dist/agreement.hpp"
 #include "distcrown/dist/sharded_param.hpp"
@@ -43,14 +44,6 @@ struct BoundsArgs {
   double lr = 0.5;
 };
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open");
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
-}
-
 // Floats written exactly: %.9g round-trips float32, %.17g float64.
 std::string exact(double v, bool is_double) {
   char buf[40];
@@ -65,21 +58,13 @@ struct Loaded {
 };
 
 Loaded load(const BoundsArgs& a) {
-  if (a.model.empty() != a.vnnlib.empty()) {
-    throw InvalidArgument("give both --model and --vnnlib, or neither for the embedded default");
-  }
-  const bool embedded = a.model.empty();
-  const std::string model_bytes = embedded ? embedded_model_bytes() : read_file(a.model);
-  const std::string property_text = embedded ? embedded_property_text() : read_file(a.vnnlib);
-  Loaded l{{io::load_onnx_bytes(model_bytes, embedded ? kEmbeddedModelName : a.model),
-            io::parse_vnnlib_string(property_text, embedded ? kEmbeddedPropertyName : a.vnnlib)},
-           {}};
-  io::check_fits(l.problem.graph, l.problem.property);
+  ProblemInput in = load_problem_input(a.model, a.vnnlib);
+  Loaded l{std::move(in.problem), {}};
   const std::string options = a.method + "|" + a.dtype + "|" + a.intermediate + "|" +
                               std::to_string(a.crown_batch_size) + "|" + a.shard + "|" +
                               (a.spec_parallel ? "spec" : "nospec") + "|" + a.device + "|" +
                               std::to_string(a.iterations) + "|" + exact(a.lr, true);
-  l.fingerprint = dist::fingerprint(model_bytes) + dist::fingerprint(property_text) +
+  l.fingerprint = dist::fingerprint(in.model_bytes) + dist::fingerprint(in.property_text) +
                   dist::fingerprint(options);
   return l;
 }

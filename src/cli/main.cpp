@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   CLI::App app{"distcrown: neural-network verification by bound propagation"};
   app.require_subcommand(1);
   distcrown::cli::Action bounds = distcrown::cli::add_bounds_command(app);
+  distcrown::cli::Action verify = distcrown::cli::add_verify_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (app.got_subcommand("bounds")) return bounds();
+    if (app.got_subcommand("verify")) return verify();
     return 2;
   } catch (const distcrown::dist::WorldError& e) {
     // Every rank has this error; rank 0 (the only one that prints) reports it once.

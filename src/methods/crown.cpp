@@ -220,6 +220,7 @@ Interval CrownEngine::backward_from(int start, BoundA a, const at::Tensor& rows)
   }
   const auto it = pending.find(0);
   if (it == pending.end()) throw Error("internal: backward pass did not reach the input");
+  if (hook_ != nullptr) hook_->observe(start, 0, it->second);
   const int64_t spec = it->second.lA.defined() ? it->second.lA.size(0) : it->second.uA.size(0);
   const int64_t B = box_.lower.size(0);
   // A pass where no term reached the bias still yields [spec, B] bounds.

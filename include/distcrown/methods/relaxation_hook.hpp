@@ -25,7 +25,8 @@ class RelaxationHook {
                              std::span<const Interval* const> in) = 0;
 
   /// The A reaching `node`'s output in a pass from `start` ([r, batch, *shape]), before the node
-  /// maps it: what branching heuristics score neurons with.
+  /// maps it: what branching heuristics score neurons with. Called for every node with slopes
+  /// and for the input (node 0, the A that is concretized over the box).
   virtual void observe(int /*start*/, int /*node*/, const BoundA& /*a*/) {}
 };
 

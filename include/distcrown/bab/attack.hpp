@@ -1,0 +1,43 @@
+#pragma once
+// Falsification: projected gradient descent (PGD) on the property's violation margin, and the
+// concrete check every counterexample passes before "sat" is reported.
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "distcrown/bab/objective.hpp"
+#include "distcrown/graph/bound_graph.hpp"
+#include "distcrown/io/vnnlib.hpp"
+
+namespace distcrown::bab {
+
+struct Counterexample {
+  std::vector<double> x;  // the input, X_0..X_{n-1}
+  std::vector<double> y;  // the network's output at x (concrete forward pass), Y_0..Y_{m-1}
+};
+
+/// Checks candidate inputs x [N, *input_shape]: each is clamped into the case's box, run through
+/// the network (concrete forward) and returned when its output satisfies some disjunct of the
+/// case (all of that disjunct's constraints, evaluated in double). The one check behind "sat".
+std::optional<Counterexample> check_candidates(const BoundGraph& g, const io::VnnlibCase& c,
+                                               const std::vector<Objective>& disjuncts,
+                                               const at::Tensor& x);
+
+struct AttackOptions {
+  int restarts = 64;  // random starting points (plus the box centre), attacked in one batch
+  int steps = 100;
+  double step_fraction = 0.1;  // initial step as a fraction of each input's box width
+  uint64_t seed = 0;
+};
+
+/// PGD over the case's box minimising, for each disjunct, its margin (then the best); the
+/// result has passed check_candidates. `starts` ([M, *input_shape], optional) are extra
+/// starting points (e.g. where bounds are worst).
+std::optional<Counterexample> pgd_attack(const BoundGraph& g, const io::VnnlibCase& c,
+                                         const std::vector<Objective>& disjuncts,
+                                         const AttackOptions& options = {},
+                                         const at::Tensor& starts = at::Tensor());
+
+}  // namespace distcrown::bab

@@ -1,0 +1,42 @@
+#pragma once
+// β-CROWN branch and bound with ReLU splits (Wang et al. 2021). A domain is the input box plus
+// split decisions on unstable ReLU neurons (z ≤ 0 "inactive" or z ≥ 0 "active"). Intermediate
+// bounds come from α-CROWN at the root and stay fixed below it, except that a split neuron's
+// interval is clamped to its side; the output bound of a domain is CROWN with per-domain α
+// (inherited from the parent) and split multipliers β ≥ 0 (Lagrangian terms β·s·z added at the
+// split neurons), optimised jointly by Adam. Domains are bounded in batches (the batch dimension of
+// every tensor) and kept in a priority queue, worst bound first. Branching: BaBSR-style scores
+// (each unstable neuron's relaxation gap weighted by its A coefficient) or FSB (the best-scored
+// candidates' children bounded once, the split with the best worse child taken).
+#include <vector>
+
+#include "distcrown/bab/bab.hpp"
+#include "distcrown/bab/objective.hpp"
+#include "distcrown/graph/bound_graph.hpp"
+#include "distcrown/io/vnnlib.hpp"
+#include "distcrown/methods/options.hpp"
+
+namespace distcrown::bab {
+
+/// Bytes the queued domains hold, by kind (the memory benchmark's breakdown), at the round where
+/// their total peaked.
+struct DomainStoreBytes {
+  int64_t alpha = 0;
+  int64_t beta = 0;
+  int64_t bounds = 0;  // intermediate bounds (lower and upper)
+  int64_t other = 0;   // split decisions and branching scores
+  [[nodiscard]] int64_t total() const { return alpha + beta + bounds + other; }
+};
+
+struct ReluBabStats {
+  DomainStoreBytes peak_store;
+};
+
+/// Proves `objective` over the case's box, or finds a counterexample to any of `disjuncts` (all of
+/// the case's, for the attacks), or runs out of time/rounds.
+BabResult relu_bab(const BoundGraph& g, const io::VnnlibCase& c, const Objective& objective,
+                   const std::vector<Objective>& disjuncts, const BabOptions& options,
+                   const Deadline& deadline, const BoundOptions& bound_options = {},
+                   ReluBabStats* stats = nullptr);
+
+}  // namespace distcrown::bab

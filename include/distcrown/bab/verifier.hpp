@@ -1,0 +1,46 @@
+#pragma once
+// Deciding a VNNLIB property: attack first (PGD over every input box), then per box α-CROWN on
+// every disjunct at once, then branch and bound on each disjunct still open — input splitting for
+// networks with few inputs, β-CROWN ReLU splitting otherwise. "unsat" only when every disjunct of
+// every box is proved; "sat" only with a counterexample that passed the concrete check.
+#include <optional>
+#include <string>
+
+#include "distcrown/bab/attack.hpp"
+#include "distcrown/bab/bab.hpp"
+#include "distcrown/graph/bound_graph.hpp"
+#include "distcrown/io/vnnlib.hpp"
+#include "distcrown/methods/options.hpp"
+
+namespace distcrown::bab {
+
+enum class Verdict { kSat, kUnsat, kTimeout, kUnknown };
+std::string to_string(Verdict v);
+
+enum class SplitMode { kAuto, kInput, kRelu };
+
+struct VerifyOptions {
+  double timeout_s = 300;  // 0 = none
+  BabOptions bab;
+  SplitMode split = SplitMode::kAuto;
+  /// kAuto splits inputs when the network has at most this many.
+  int64_t input_split_max_inputs = 16;
+  BoundOptions bound;
+};
+
+struct VerifyResult {
+  Verdict verdict = Verdict::kUnknown;
+  std::optional<Counterexample> counterexample;
+  std::string detail;  // how it was decided (attack, alpha-crown, bab rounds), or why not
+  int64_t domains_bounded = 0;
+  double seconds = 0;
+};
+
+VerifyResult verify(const BoundGraph& g, const io::VnnlibProperty& property,
+                    const VerifyOptions& options);
+
+/// The VNN-COMP result text: the verdict line, and for sat the counterexample
+/// "((X_0 v)\n (X_1 v)\n ... (Y_0 v)...)".
+std::string format_result(const VerifyResult& r);
+
+}  // namespace distcrown::bab

@@ -1,0 +1,101 @@
+#include "distcrown/bab/attack.hpp"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include "distcrown/util/error.hpp"
+
+namespace distcrown::bab {
+namespace {
+
+// The case's box as [1, *input_shape] tensors of the graph's dtype.
+std::pair<at::Tensor, at::Tensor> box_tensors(const BoundGraph& g, const io::VnnlibCase& c) {
+  const auto opts = at::TensorOptions().dtype(g.dtype()).device(g.device());
+  return {at::tensor(c.input_lower, at::kDouble).to(opts).reshape(g.input_shape()),
+          at::tensor(c.input_upper, at::kDouble).to(opts).reshape(g.input_shape())};
+}
+
+std::vector<double> to_vector(const at::Tensor& t) {
+  const at::Tensor d = t.detach().to(at::kDouble).cpu().contiguous().reshape({-1});
+  return {d.data_ptr<double>(), d.data_ptr<double>() + d.numel()};
+}
+
+}  // namespace
+
+std::optional<Counterexample> check_candidates(const BoundGraph& g, const io::VnnlibCase& c,
+                                               const std::vector<Objective>& disjuncts,
+                                               const at::Tensor& x) {
+  if (!x.defined() || x.numel() == 0) return std::nullopt;
+  c10::NoGradGuard no_grad;
+  const auto [lo, hi] = box_tensors(g, c);
+  const int64_t N = x.size(0);
+  const at::Tensor xs = at::maximum(at::minimum(x.detach().to(lo.options()), hi), lo);
+  const at::Tensor y = g.forward(xs).reshape({N, -1});
+  // The input must lie in the box as written in the file (double), not only as rounded.
+  const at::Tensor xd = xs.reshape({N, -1}).to(at::kDouble).cpu();
+  const at::Tensor inside =
+      ((xd >= at::tensor(c.input_lower, at::kDouble)) & (xd <= at::tensor(c.input_upper, at::kDouble)))
+          .all(1);
+  for (const Objective& d : disjuncts) {
+    const at::Tensor ok = (margins(d, y).cpu() <= 0) & inside;  // [N]
+    if (ok.any().item<bool>()) {
+      const int64_t i = ok.nonzero().reshape({-1})[0].item<int64_t>();
+      return Counterexample{to_vector(xs[i]), to_vector(y[i])};
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<Counterexample> pgd_attack(const BoundGraph& g, const io::VnnlibCase& c,
+                                         const std::vector<Objective>& disjuncts,
+                                         const AttackOptions& options, const at::Tensor& starts) {
+  if (options.restarts < 0 || options.steps < 0) throw InvalidArgument("attack: negative count");
+  const auto [lo, hi] = box_tensors(g, c);
+  const at::Tensor width = hi - lo;  // [1, *input_shape]
+  at::Generator gen = at::detail::createCPUGenerator(options.seed);
+  // Starting points: the centre, uniform random points, and the given ones. [N, *input_shape]
+  std::vector<int64_t> rshape(g.input_shape().begin(), g.input_shape().end());
+  rshape[0] = options.restarts;
+  std::vector<at::Tensor> parts{(lo + hi) / 2};
+  if (options.restarts > 0) {
+    const at::Tensor u = at::rand(rshape, gen, at::TensorOptions().dtype(at::kDouble));
+    parts.push_back(lo + u.to(lo.options()) * width);
+  }
+  if (starts.defined() && starts.numel() > 0) parts.push_back(starts.detach().to(lo.options()));
+  at::Tensor x = at::cat(parts, 0);
+  if (auto cex = check_candidates(g, c, disjuncts, x)) return cex;
+  if (options.steps == 0 || disjuncts.empty()) return std::nullopt;
+  const int64_t N = x.size(0);
+  // Each start attacks the disjunct closest to holding there.
+  for (int step = 0; step < options.steps; ++step) {
+    at::Tensor xv = x.detach().requires_grad_(true);
+    at::Tensor loss;
+    {
+      c10::AutoGradMode grad_on(true);
+      const at::Tensor y = g.forward(xv).reshape({N, -1});
+      std::vector<at::Tensor> m;
+      for (const Objective& d : disjuncts) {
+        if (d.rhs.numel() == 0) continue;
+        // Soft margin: the sum of positive constraint violations (all must reach <= 0).
+        m.push_back((at::matmul(y, d.C.to(y.options()).t()) - d.rhs.to(y.options()))
+                        .clamp_min(0)
+                        .sum(1));
+      }
+      if (m.empty()) return std::nullopt;
+      loss = std::get<0>(at::stack(m, 1).min(1)).sum();
+      loss.backward();
+    }
+    const double frac = options.step_fraction * (1.0 - double(step) / options.steps);
+    {
+      c10::NoGradGuard no_grad;
+      x = x - frac * width * xv.grad().sign();
+      x = at::maximum(at::minimum(x, hi), lo);
+    }
+    if ((step + 1) % 10 == 0 || step + 1 == options.steps) {
+      if (auto cex = check_candidates(g, c, disjuncts, x)) return cex;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace distcrown::bab

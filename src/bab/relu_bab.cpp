@@ -1,0 +1,443 @@
+#include "distcrown/bab/relu_bab.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include "distcrown/io/problem.hpp"
+#include "distcrown/methods/adam.hpp"
+#include "distcrown/methods/alpha_crown.hpp"
+#include "distcrown/methods/crown.hpp"
+#include "distcrown/util/error.hpp"
+
+namespace distcrown::bab {
+namespace {
+
+// One sub-domain. Per ReLU r (in graph order), tensors keep a batch dimension of 1 so batches are
+// concatenations. Children share their parent's tensors except those a split or a bounding
+// replaced, so a tensor is never written after it is stored.
+struct Domain {
+  std::vector<at::Tensor> lower, upper;  // bounds of ReLU r's input, [1, *shape]
+  std::vector<at::Tensor> alpha;         // [K, 1, *shape]
+  std::vector<at::Tensor> beta;          // [K, 1, *shape], >= 0, used where split != 0
+  std::vector<at::Tensor> split;         // [1, *shape]: +1 inactive (z <= 0), -1 active, 0 free
+  at::Tensor score;                      // [N_all] branching scores, < 0 = not splittable
+  double value = 0;                      // max_k (lb_k - rhs_k)
+  int64_t id = 0;                        // creation order: ties in the queue go to the oldest
+};
+
+// Heap order: the worst (lowest) value on top.
+bool worse_first(const Domain& a, const Domain& b) {
+  return a.value != b.value ? a.value > b.value : a.id > b.id;
+}
+
+// Relaxation parameters of one batch: α and β·s per ReLU, and what the last pass saw.
+class SplitHook final : public RelaxationHook {
+ public:
+  SplitHook(int output, std::map<int, size_t> relu_index)
+      : output_(output), relu_index_(std::move(relu_index)) {}
+
+  RelaxParams params(int start, int node, const at::Tensor& rows,
+                     std::span<const Interval* const> /*in*/) override {
+    if (start != output_) throw Error("internal: BaB pass from an intermediate node");
+    const size_t r = relu_index_.at(node);
+    return {alpha[r].index_select(0, rows), {}, beta_signed[r].index_select(0, rows), {}};
+  }
+
+  void observe(int start, int node, const BoundA& a) override {
+    if (!record || start != output_) return;
+    if (node == 0) {
+      input_A = a.lA.detach();
+    } else {
+      relu_A[relu_index_.at(node)] = a.lA.detach();
+    }
+  }
+
+  std::vector<at::Tensor> alpha;        // [K, B, *shape]
+  std::vector<at::Tensor> beta_signed;  // [K, B, *shape]
+  bool record = false;
+  std::vector<at::Tensor> relu_A;  // A at each ReLU's output in the recorded pass [K', B, *shape]
+  at::Tensor input_A;              // [K', B, *input_shape]
+
+ private:
+  int output_;
+  std::map<int, size_t> relu_index_;
+};
+
+class ReluBab {
+ public:
+  ReluBab(const BoundGraph& g, const io::VnnlibCase& c, const Objective& obj,
+          const std::vector<Objective>& disjuncts, const BabOptions& o, const Deadline& deadline,
+          const BoundOptions& bo)
+      : g_(g),
+        case_(c),
+        obj_(obj),
+        disjuncts_(disjuncts),
+        o_(o),
+        deadline_(deadline),
+        bo_(bo),
+        box_(io::box_of(c, g, g.dtype())),
+        progress_(o.progress, deadline) {
+    for (int i = 1; i < g.size(); ++i) {
+      if (g.node(i).op && g.node(i).op->has_slopes()) {
+        relu_index_[i] = relus_.size();
+        relus_.push_back(i);
+        pre_.push_back(g.node(i).inputs.at(0));
+      }
+    }
+    K_ = obj.rhs.size(0);
+  }
+
+  BabResult run(ReluBabStats* stats);
+
+ private:
+  struct Bounded {
+    at::Tensor values;     // [B]
+    at::Tensor input_A;    // [K, B, *input_shape] or undefined
+    bool recorded = false;
+  };
+  Bounded bound(std::vector<Domain>& ds, int iterations, bool optimise);
+  Domain root();
+  std::vector<std::pair<size_t, int64_t>> choose(const std::vector<Domain>& parents);
+  Domain child(const Domain& parent, size_t r, int64_t j, bool active);
+  std::optional<Counterexample> attack_from(const std::vector<Domain>& ds, const Bounded& b,
+                                            bool with_pgd);
+  DomainStoreBytes store_bytes(const std::vector<Domain>& queue) const;
+
+  const BoundGraph& g_;
+  const io::VnnlibCase& case_;
+  const Objective& obj_;
+  const std::vector<Objective>& disjuncts_;
+  BabOptions o_;
+  const Deadline& deadline_;
+  BoundOptions bo_;
+  InputBox box_;  // [1, *input_shape]
+  Progress progress_;
+  std::vector<int> relus_, pre_;
+  std::map<int, size_t> relu_index_;
+  int64_t K_ = 0;
+  int64_t next_id_ = 0;
+  int64_t bounded_ = 0;
+};
+
+at::Tensor cat_dim(const std::vector<Domain>& ds, std::vector<at::Tensor> Domain::*field,
+                   size_t r, int64_t dim) {
+  std::vector<at::Tensor> parts;
+  parts.reserve(ds.size());
+  for (const Domain& d : ds) parts.push_back((d.*field)[r]);
+  return at::cat(parts, dim);
+}
+
+ReluBab::Bounded ReluBab::bound(std::vector<Domain>& ds, int iterations, bool optimise) {
+  const auto B = int64_t(ds.size());
+  const size_t R = relus_.size();
+  std::vector<Interval> pre_bounds(R);
+  std::vector<at::Tensor> alpha(R), beta(R), split(R);
+  for (size_t r = 0; r < R; ++r) {
+    pre_bounds[r] = {cat_dim(ds, &Domain::lower, r, 0), cat_dim(ds, &Domain::upper, r, 0)};
+    alpha[r] = cat_dim(ds, &Domain::alpha, r, 1).detach().requires_grad_(optimise);
+    beta[r] = cat_dim(ds, &Domain::beta, r, 1).detach().requires_grad_(optimise);
+    split[r] = cat_dim(ds, &Domain::split, r, 0);
+  }
+  std::vector<int64_t> in_shape(g_.input_shape().begin(), g_.input_shape().end());
+  in_shape[0] = B;
+  const InputBox box{box_.lower.expand(in_shape), box_.upper.expand(in_shape)};
+  SplitHook hook(g_.output(), relu_index_);
+  hook.relu_A.resize(R);
+  std::vector<at::Tensor> params;
+  for (size_t r = 0; r < R; ++r) params.push_back(alpha[r]);
+  const size_t n_alpha = params.size();
+  for (size_t r = 0; r < R; ++r) params.push_back(beta[r]);
+  Adam adam_alpha(o_.lr_alpha);
+  Adam adam_beta(o_.lr_beta);
+  at::Tensor best;  // [B, K]
+  Bounded out;
+  const int passes = std::max(1, optimise ? iterations : 1);
+  for (int it = 0; it < passes; ++it) {
+    const bool last = it + 1 == passes;
+    c10::AutoGradMode grad(optimise && !last);
+    CrownEngine engine(g_, box, bo_);
+    for (size_t r = 0; r < R; ++r) engine.set_bounds(pre_[r], pre_bounds[r]);
+    hook.alpha = alpha;
+    hook.beta_signed.clear();
+    for (size_t r = 0; r < R; ++r) hook.beta_signed.push_back(beta[r] * split[r]);
+    hook.record = last;
+    engine.set_hook(&hook);
+    const at::Tensor lb = engine.output_bounds(obj_.C, true, false).lower;  // [B, K]
+    best = best.defined() ? at::maximum(best, lb.detach()) : lb.detach();
+    if (last) {
+      out.recorded = true;
+      break;
+    }
+    if (deadline_.expired()) break;
+    if (!o_.deterministic && (domain_values(obj_, best) > 0).all().item<bool>()) break;
+    (-lb.sum()).backward();
+    const std::vector<at::Tensor> a(params.begin(), params.begin() + long(n_alpha));
+    const std::vector<at::Tensor> b(params.begin() + long(n_alpha), params.end());
+    adam_alpha.step(a);
+    adam_beta.step(b);
+    c10::NoGradGuard no_grad;
+    for (size_t r = 0; r < R; ++r) {
+      alpha[r].clamp_(0.0, 1.0);
+      beta[r].clamp_min_(0.0);
+    }
+  }
+  bounded_ += B;
+  out.values = domain_values(obj_, best);  // [B]
+  const auto values = out.values.to(at::kDouble).contiguous();
+  // Scores: each free unstable neuron's relaxation gap weighted by its A coefficient (summed
+  // over the spec rows): positive A takes the lower line α·z (gap max((1−α)u, −αl)), negative
+  // A the chord (gap −u·l/(u−l)).
+  std::vector<at::Tensor> scores;
+  for (size_t r = 0; r < R && out.recorded; ++r) {
+    const at::Tensor A = hook.relu_A[r].defined()
+                             ? hook.relu_A[r].slice(0, 0, K_).sum(0).reshape({B, -1})
+                             : at::zeros({B, pre_bounds[r].lower[0].numel()}, best.options());
+    const at::Tensor l = pre_bounds[r].lower.reshape({B, -1});
+    const at::Tensor u = pre_bounds[r].upper.reshape({B, -1});
+    const at::Tensor al = alpha[r].detach().mean(0).reshape({B, -1});
+    const at::Tensor free = (l < 0) & (u > 0) & (split[r].reshape({B, -1}) == 0);
+    const at::Tensor chord_gap = -u * l / (u - l).clamp_min(1e-12);
+    const at::Tensor lower_gap = at::maximum((1 - al) * u, -al * l);
+    const at::Tensor s = A.clamp_min(0) * lower_gap + (-A).clamp_min(0) * chord_gap;
+    // Tie-break toward wide intervals so zero-score neurons are still ordered.
+    scores.push_back(at::where(free, s + 1e-9 * (u - l), at::full_like(s, -1.0)));
+  }
+  const at::Tensor all_scores = out.recorded ? at::cat(scores, 1).to(at::kFloat) : at::Tensor();
+  for (int64_t b = 0; b < B; ++b) {
+    Domain& d = ds[size_t(b)];
+    d.value = values[b].item<double>();
+    for (size_t r = 0; r < R; ++r) {
+      d.alpha[r] = alpha[r].detach().narrow(1, b, 1).clone();
+      d.beta[r] = beta[r].detach().narrow(1, b, 1).clone();
+    }
+    if (all_scores.defined()) d.score = all_scores[b].clone();
+  }
+  out.input_A = hook.input_A;
+  return out;
+}
+
+Domain ReluBab::root() {
+  AlphaOptions ao;
+  ao.iterations = o_.root_iterations;
+  ao.lr = o_.root_lr;
+  const AlphaResult a = alpha_crown(g_, box_, obj_.C, ao, bo_, true, false);
+  Domain d;
+  for (size_t r = 0; r < relus_.size(); ++r) {
+    const auto& b = a.intermediate.at(size_t(pre_[r]));
+    if (!b) throw Error("internal: no root bounds for a ReLU input");
+    d.lower.push_back(b->lower);
+    d.upper.push_back(b->upper);
+    const auto it = a.output_alpha.find(relus_[r]);
+    std::vector<int64_t> shape{K_};
+    shape.insert(shape.end(), b->lower.sizes().begin(), b->lower.sizes().end());
+    d.alpha.push_back(it != a.output_alpha.end()
+                          ? it->second
+                          : g_.node(relus_[r]).op->initial_slopes(*b).expand(shape).clone());
+    d.beta.push_back(at::zeros(shape, b->lower.options()));
+    d.split.push_back(at::zeros_like(b->lower));
+  }
+  d.id = next_id_++;
+  return d;
+}
+
+Domain ReluBab::child(const Domain& parent, size_t r, int64_t j, bool active) {
+  Domain c = parent;  // shares every tensor with the parent
+  c.id = next_id_++;
+  c.lower[r] = parent.lower[r].clone();
+  c.upper[r] = parent.upper[r].clone();
+  c.split[r] = parent.split[r].clone();
+  if (active) {
+    c.lower[r].view({-1})[j] = 0.0;  // z >= 0
+  } else {
+    c.upper[r].view({-1})[j] = 0.0;  // z <= 0
+  }
+  c.split[r].view({-1})[j] = active ? -1.0 : 1.0;
+  c.score = at::Tensor();
+  return c;
+}
+
+// (ReLU, flat neuron) per parent.
+std::vector<std::pair<size_t, int64_t>> ReluBab::choose(const std::vector<Domain>& parents) {
+  std::vector<int64_t> offsets{0};
+  for (size_t r = 0; r < relus_.size(); ++r) {
+    offsets.push_back(offsets.back() + parents.front().lower[r].numel());
+  }
+  const auto locate = [&](int64_t flat) {
+    size_t r = 0;
+    while (flat >= offsets[r + 1]) ++r;
+    return std::pair<size_t, int64_t>{r, flat - offsets[r]};
+  };
+  std::vector<std::pair<size_t, int64_t>> picks;
+  const int k = o_.branching == Branching::kFsb ? o_.fsb_candidates : 1;
+  std::vector<std::vector<int64_t>> cands(parents.size());
+  for (size_t p = 0; p < parents.size(); ++p) {
+    const at::Tensor s = parents[p].score;
+    const int64_t kk = std::min<int64_t>(k, (s >= 0).sum().item<int64_t>());
+    const at::Tensor top = std::get<1>(s.topk(std::max<int64_t>(kk, 1)));
+    for (int64_t i = 0; i < kk; ++i) cands[p].push_back(top[i].item<int64_t>());
+    picks.push_back(locate(cands[p].front()));
+  }
+  if (k <= 1) return picks;
+  // FSB: bound both children of every candidate once (no optimisation) and keep, per parent, the
+  // candidate whose worse child is best.
+  std::vector<Domain> trial;
+  std::vector<std::pair<size_t, int64_t>> owner;  // (parent, flat)
+  for (size_t p = 0; p < parents.size(); ++p) {
+    if (cands[p].size() <= 1) continue;
+    for (int64_t flat : cands[p]) {
+      const auto [r, j] = locate(flat);
+      trial.push_back(child(parents[p], r, j, false));
+      trial.push_back(child(parents[p], r, j, true));
+      owner.emplace_back(p, flat);
+    }
+  }
+  if (trial.empty()) return picks;
+  const Bounded b = bound(trial, 0, false);
+  const auto v = b.values.to(at::kDouble).contiguous();
+  std::vector<double> best(parents.size(), -std::numeric_limits<double>::infinity());
+  for (size_t t = 0; t < owner.size(); ++t) {
+    const double worse = std::min(v[int64_t(2 * t)].item<double>(), v[int64_t(2 * t + 1)].item<double>());
+    const size_t p = owner[t].first;
+    if (worse > best[p]) {
+      best[p] = worse;
+      picks[p] = locate(owner[t].second);
+    }
+  }
+  return picks;
+}
+
+std::optional<Counterexample> ReluBab::attack_from(const std::vector<Domain>& ds,
+                                                   const Bounded& b, bool with_pgd) {
+  if (!b.input_A.defined()) return std::nullopt;
+  // The box corner minimising each domain's lower linear bound of its most violated row.
+  const auto B = int64_t(ds.size());
+  const at::Tensor A = b.input_A.slice(0, 0, K_);  // [K, B, *in]
+  const at::Tensor centre = (box_.upper + box_.lower) / 2;
+  const at::Tensor radius = (box_.upper - box_.lower) / 2;
+  std::vector<at::Tensor> points;
+  for (int64_t i = 0; i < B; ++i) {
+    if (ds[size_t(i)].value > 0) continue;
+    for (int64_t k = 0; k < K_; ++k) points.push_back(centre - A[k][i].unsqueeze(0).sign() * radius);
+  }
+  if (points.empty()) return std::nullopt;
+  const at::Tensor x = at::cat(points, 0);
+  if (auto cex = check_candidates(g_, case_, disjuncts_, x)) return cex;
+  if (!with_pgd) return std::nullopt;
+  AttackOptions ao = o_.attack;
+  ao.restarts = 0;
+  ao.steps = std::min(ao.steps, 30);
+  return pgd_attack(g_, case_, disjuncts_, ao, x.slice(0, 0, std::min<int64_t>(x.size(0), 64)));
+}
+
+DomainStoreBytes ReluBab::store_bytes(const std::vector<Domain>& queue) const {
+  DomainStoreBytes s;
+  std::set<const void*> seen;  // children share tensors with their parents: count each once
+  const auto add = [&](int64_t& acc, const at::Tensor& t) {
+    if (t.defined() && seen.insert(t.storage().data()).second) acc += int64_t(t.nbytes());
+  };
+  for (const Domain& d : queue) {
+    for (size_t r = 0; r < relus_.size(); ++r) {
+      add(s.alpha, d.alpha[r]);
+      add(s.beta, d.beta[r]);
+      add(s.bounds, d.lower[r]);
+      add(s.bounds, d.upper[r]);
+      add(s.other, d.split[r]);
+    }
+    add(s.other, d.score);
+  }
+  return s;
+}
+
+BabResult ReluBab::run(ReluBabStats* stats) {
+  BabResult res;
+  const auto done = [&](BabStatus status) {
+    res.status = status;
+    res.domains_bounded = bounded_;
+    return res;
+  };
+  if (K_ == 0) {
+    res.reason = "a disjunct without output constraints holds everywhere";
+    return done(BabStatus::kUnknown);
+  }
+  std::vector<Domain> queue;  // a heap by worse_first
+  {
+    std::vector<Domain> first{root()};
+    const Bounded b = bound(first, o_.iterations, true);
+    if (auto cex = attack_from(first, b, false)) {
+      res.counterexample = cex;
+      return done(BabStatus::kFalsified);
+    }
+    if (first.front().value > 0) return done(BabStatus::kProved);
+    queue.push_back(std::move(first.front()));
+  }
+  bool exhausted = false;
+  while (!queue.empty()) {
+    res.worst_value = queue.front().value;
+    progress_.report("bab (relu splits)", int64_t(queue.size()), res.worst_value, res.rounds);
+    if (deadline_.expired()) return done(BabStatus::kTimeout);
+    if (o_.max_rounds > 0 && res.rounds >= o_.max_rounds) {
+      res.reason = "round limit reached";
+      return done(BabStatus::kUnknown);
+    }
+    ++res.rounds;
+    std::vector<Domain> parents;
+    while (!queue.empty() && int64_t(parents.size()) < o_.batch) {
+      std::pop_heap(queue.begin(), queue.end(), worse_first);
+      Domain d = std::move(queue.back());
+      queue.pop_back();
+      if (!d.score.defined() || (d.score < 0).all().item<bool>()) {
+        // Every unstable neuron is split: nothing left to branch on.
+        exhausted = true;
+        continue;
+      }
+      parents.push_back(std::move(d));
+    }
+    if (parents.empty()) continue;
+    const auto picks = choose(parents);
+    std::vector<Domain> children;
+    for (size_t p = 0; p < parents.size(); ++p) {
+      children.push_back(child(parents[p], picks[p].first, picks[p].second, false));
+      children.push_back(child(parents[p], picks[p].first, picks[p].second, true));
+    }
+    parents.clear();
+    const Bounded b = bound(children, o_.iterations, true);
+    const bool pgd = o_.attack_every > 0 && res.rounds % o_.attack_every == 0;
+    if (auto cex = attack_from(children, b, pgd)) {
+      res.counterexample = cex;
+      return done(BabStatus::kFalsified);
+    }
+    for (Domain& c : children) {
+      if (c.value > 0) continue;  // proved
+      queue.push_back(std::move(c));
+      std::push_heap(queue.begin(), queue.end(), worse_first);
+    }
+    res.max_queue = std::max<int64_t>(res.max_queue, int64_t(queue.size()));
+    if (stats != nullptr) {
+      const DomainStoreBytes now = store_bytes(queue);
+      if (now.total() > stats->peak_store.total()) stats->peak_store = now;
+    }
+  }
+  if (exhausted) {
+    res.reason = "a domain with every unstable neuron split was not proved";
+    return done(BabStatus::kUnknown);
+  }
+  return done(BabStatus::kProved);
+}
+
+}  // namespace
+
+BabResult relu_bab(const BoundGraph& g, const io::VnnlibCase& c, const Objective& objective,
+                   const std::vector<Objective>& disjuncts, const BabOptions& options,
+                   const Deadline& deadline, const BoundOptions& bound_options,
+                   ReluBabStats* stats) {
+  if (options.batch < 1) throw InvalidArgument("branch and bound batch must be >= 1");
+  ReluBab bab(g, c, objective, disjuncts, options, deadline, bound_options);
+  BabResult r = bab.run(stats);
+  return r;
+}
+
+}  // namespace distcrown::bab

@@ -1,0 +1,142 @@
+#include "distcrown/bab/verifier.hpp"
+
+#include <cstdio>
+#include <sstream>
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include "distcrown/bab/input_bab.hpp"
+#include "distcrown/bab/relu_bab.hpp"
+#include "distcrown/io/problem.hpp"
+#include "distcrown/methods/alpha_crown.hpp"
+
+namespace distcrown::bab {
+
+std::string to_string(Verdict v) {
+  switch (v) {
+    case Verdict::kSat: return "sat";
+    case Verdict::kUnsat: return "unsat";
+    case Verdict::kTimeout: return "timeout";
+    case Verdict::kUnknown: return "unknown";
+  }
+  return "unknown";
+}
+
+namespace {
+
+std::vector<Objective> objectives_of(const io::VnnlibCase& c, int64_t n_out,
+                                     at::ScalarType dtype) {
+  std::vector<Objective> o;
+  for (const auto& d : c.disjuncts) o.push_back(make_objective(d, n_out, dtype));
+  return o;
+}
+
+}  // namespace
+
+VerifyResult verify(const BoundGraph& g, const io::VnnlibProperty& property,
+                    const VerifyOptions& options) {
+  c10::NoGradGuard no_grad;
+  const Deadline deadline(options.timeout_s);
+  VerifyResult r;
+  const auto finish = [&](Verdict v, std::string detail) {
+    r.verdict = v;
+    r.detail = std::move(detail);
+    r.seconds = deadline.elapsed();
+    return r;
+  };
+  const int64_t n_out = g.output_numel();
+  std::vector<std::vector<Objective>> objectives;
+  for (const auto& c : property.cases) objectives.push_back(objectives_of(c, n_out, g.dtype()));
+
+  // 1. Attack every box.
+  for (size_t i = 0; i < property.cases.size(); ++i) {
+    if (auto cex = pgd_attack(g, property.cases[i], objectives[i], options.bab.attack)) {
+      r.counterexample = cex;
+      return finish(Verdict::kSat, "PGD attack");
+    }
+    if (deadline.expired()) return finish(Verdict::kTimeout, "timeout during the attack");
+  }
+
+  const bool input_split =
+      options.split == SplitMode::kInput ||
+      (options.split == SplitMode::kAuto && g.input_numel() <= options.input_split_max_inputs);
+  bool unknown = false;
+  std::string unknown_reason;
+  int64_t rounds = 0;
+  for (size_t i = 0; i < property.cases.size(); ++i) {
+    const io::VnnlibCase& c = property.cases[i];
+    const std::vector<Objective>& objs = objectives[i];
+    // 2. α-CROWN on every disjunct at once (ReLU splitting); input splitting starts from CROWN
+    // on the whole box inside input_bab.
+    std::vector<bool> proved(objs.size(), false);
+    if (!input_split) {
+      std::vector<at::Tensor> C;
+      std::vector<at::Tensor> rhs;
+      for (const Objective& o : objs) {
+        C.push_back(o.C);
+        rhs.push_back(o.rhs);
+      }
+      const InputBox box = io::box_of(c, g, g.dtype());
+      AlphaOptions ao;
+      ao.iterations = options.bab.root_iterations;
+      ao.lr = options.bab.root_lr;
+      const at::Tensor lb =
+          alpha_crown(g, box, at::cat(C, 0), ao, options.bound, true, false).bounds.lower;
+      int64_t row = 0;
+      for (size_t d = 0; d < objs.size(); ++d) {
+        const int64_t k = objs[d].rhs.size(0);
+        proved[d] = k > 0 && (lb.slice(1, row, row + k) - objs[d].rhs).amax(1).gt(0).all().item<bool>();
+        row += k;
+      }
+    }
+    // 3. Branch and bound on each open disjunct.
+    for (size_t d = 0; d < objs.size(); ++d) {
+      if (proved[d]) continue;
+      if (deadline.expired()) return finish(Verdict::kTimeout, "timeout before every disjunct was proved");
+      const BabResult b =
+          input_split ? input_bab(g, c, objs[d], objs, options.bab, deadline, options.bound)
+                      : relu_bab(g, c, objs[d], objs, options.bab, deadline, options.bound);
+      r.domains_bounded += b.domains_bounded;
+      rounds += b.rounds;
+      switch (b.status) {
+        case BabStatus::kProved: break;
+        case BabStatus::kFalsified:
+          r.counterexample = b.counterexample;
+          return finish(Verdict::kSat, "counterexample found in branch and bound");
+        case BabStatus::kTimeout:
+          return finish(Verdict::kTimeout, "timeout in branch and bound (worst bound " +
+                                               std::to_string(b.worst_value) + ")");
+        case BabStatus::kUnknown:
+          unknown = true;
+          unknown_reason = b.reason;
+          break;
+      }
+    }
+  }
+  if (unknown) return finish(Verdict::kUnknown, unknown_reason);
+  return finish(Verdict::kUnsat, std::string(input_split ? "input" : "relu") +
+                                     " branch and bound, " + std::to_string(rounds) + " rounds");
+}
+
+std::string format_result(const VerifyResult& r) {
+  std::ostringstream out;
+  out << to_string(r.verdict) << "\n";
+  if (r.verdict == Verdict::kSat && r.counterexample) {
+    char buf[64];
+    const auto& x = r.counterexample->x;
+    const auto& y = r.counterexample->y;
+    out << "(";
+    for (size_t i = 0; i < x.size(); ++i) {
+      std::snprintf(buf, sizeof buf, "%.17g", x[i]);
+      out << (i == 0 ? "(" : " (") << "X_" << i << " " << buf << ")\n";
+    }
+    for (size_t j = 0; j < y.size(); ++j) {
+      std::snprintf(buf, sizeof buf, "%.17g", y[j]);
+      out << " (Y_" << j << " " << buf << ")" << (j + 1 == y.size() ? ")" : "") << "\n";
+    }
+  }
+  return out.str();
+}
+
+}  // namespace distcrown::bab

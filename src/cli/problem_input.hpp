@@ -1,0 +1,19 @@
+#pragma once
+// The model and property a command works on: the files given, or the embedded default pair when
+// neither is given. Keeps the raw bytes for fingerprints.
+#include <string>
+
+#include "distcrown/io/problem.hpp"
+
+namespace distcrown::cli {
+
+struct ProblemInput {
+  io::Problem problem;
+  std::string model_bytes;
+  std::string property_text;
+};
+
+/// Loads and checks (io::check_fits) the pair; both paths empty = the embedded default.
+ProblemInput load_problem_input(const std::string& model, const std::string& vnnlib);
+
+}  // namespace distcrown::cli
