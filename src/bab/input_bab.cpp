@@ -82,24 +82,25 @@ BabResult input_bab(const BoundGraph& g, const io::VnnlibCase& c, const Objectiv
     const at::Tensor gap = lb - objective.rhs.to(lb.options());                  // [B, K]
     const at::Tensor best_row = gap.argmax(1);                                   // [B]
     const at::Tensor values = gap.amax(1).to(at::kDouble).contiguous();
-    // A of each box's best row: [K', B, n] -> [B, n].
-    const at::Tensor A = hook.input_A.reshape({hook.input_A.size(0), B, -1})
+    // [K', B, *in] -> [B, K, n]
+    const at::Tensor A = hook.input_A.reshape({hook.input_A.size(0), B, n})
                              .permute({1, 0, 2})
-                             .slice(1, 0, K)
-                             .gather(1, best_row.reshape({B, 1, 1}).expand({B, 1, n}))
-                             .squeeze(1);
-    const at::Tensor radius = ((box.upper - box.lower) / 2).reshape({B, -1});
-    const at::Tensor centre = ((box.upper + box.lower) / 2).reshape({B, -1});
-    const at::Tensor dims = (A.abs() * radius).argmax(1);  // [B]
-    const at::Tensor widest = radius.argmax(1);
-    const at::Tensor flat_score = (A.abs() * radius).amax(1);
+                             .slice(1, 0, K);
+    const at::Tensor radius = ((box.upper - box.lower) / 2).reshape({B, n});
+    const at::Tensor centre = ((box.upper + box.lower) / 2).reshape({B, n});
+    // Every row counts: a conjunction is proved by whichever row gets above its threshold, and
+    // the best row alone can be flat in a dimension the others need split. A tiny width term
+    // orders dimensions no row depends on.
+    const at::Tensor score = (A.abs().sum(1) + 1e-9) * radius;  // [B, n]
+    const at::Tensor dims = score.argmax(1);                    // [B]
     for (int64_t b = 0; b < B; ++b) {
       boxes[size_t(b)].value = values[b].item<double>();
-      // A zero A (the row does not depend on the input here) gives no preference: widest.
-      boxes[size_t(b)].split_dim =
-          flat_score[b].item<double>() > 0 ? dims[b].item<int64_t>() : widest[b].item<int64_t>();
+      boxes[size_t(b)].split_dim = dims[b].item<int64_t>();
     }
-    return (centre - A.sign() * radius).reshape(box.lower.sizes());
+    // The corner minimising each box's best row.
+    const at::Tensor A_best =
+        A.gather(1, best_row.reshape({B, 1, 1}).expand({B, 1, n})).squeeze(1);  // [B, n]
+    return (centre - A_best.sign() * radius).reshape(box.lower.sizes());
   };
 
   std::vector<Box> queue;
@@ -131,8 +132,10 @@ BabResult input_bab(const BoundGraph& g, const io::VnnlibCase& c, const Objectiv
       const int64_t d = p.split_dim;
       const double lo = p.lower.reshape({-1})[d].item<double>();
       const double hi = p.upper.reshape({-1})[d].item<double>();
-      const double mid = lo + (hi - lo) / 2;
-      if (!(mid > lo && mid < hi)) {  // no float strictly inside: cannot halve further
+      // The midpoint as the box's dtype stores it: it must lie strictly inside.
+      const double mid =
+          at::scalar_tensor(lo + (hi - lo) / 2, p.lower.options()).item<double>();
+      if (!(mid > lo && mid < hi)) {  // no value strictly inside: cannot halve further
         exhausted = true;
         continue;
       }

@@ -30,6 +30,8 @@ struct VerifyArgs {
   int iterations = 20;
   uint64_t seed = 0;
   bool quiet = false;
+  std::string intermediate = "auto";
+  std::string dtype = "auto";
 };
 
 // World size announced by the MPI launcher (1 when not started by mpirun).
@@ -54,7 +56,7 @@ int run_verify(const VerifyArgs& a) {
   }
   try {
     c10::NoGradGuard no_grad;
-    const ProblemInput in = load_problem_input(a.model, a.vnnlib);
+    ProblemInput in = load_problem_input(a.model, a.vnnlib);
     bab::VerifyOptions o;
     o.timeout_s = a.timeout;
     o.bab.batch = a.batch;
@@ -64,6 +66,19 @@ int run_verify(const VerifyArgs& a) {
     o.bab.iterations = a.iterations;
     o.bab.attack.seed = a.seed;
     o.bab.progress = !a.quiet;
+    // Input splitting bounds many small boxes of a small network: CROWN on every neuron
+    // (intersected with IBP) costs little there and tightens every box.
+    const bool tight = a.intermediate == "tight" ||
+                       (a.intermediate == "auto" && a.split != "relu" &&
+                        in.problem.graph.input_numel() <= o.input_split_max_inputs);
+    o.bound.scheme = tight ? IntermediateScheme::kTight : IntermediateScheme::kAutoLirpa;
+    // Input splitting drives boxes down to where float32 rounding of the bounds (~1e-7·|y|)
+    // decides near-tight properties; the small networks it is used on cost little in float64.
+    const bool small = a.split != "relu" &&
+                       in.problem.graph.input_numel() <= o.input_split_max_inputs;
+    if (a.dtype == "float64" || (a.dtype == "auto" && small)) {
+      in.problem.graph.to_dtype(at::kDouble);
+    }
     o.split = a.split == "input"  ? bab::SplitMode::kInput
               : a.split == "relu" ? bab::SplitMode::kRelu
                                   : bab::SplitMode::kAuto;
@@ -117,6 +132,15 @@ Action add_verify_command(CLI::App& app) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--seed", args->seed, "attack seed")->capture_default_str();
+  cmd->add_option("--intermediate", args->intermediate,
+                  "intermediate bounds: auto (tight with input splitting, else auto_lirpa), "
+                  "auto_lirpa or tight")
+      ->check(CLI::IsMember({"auto", "auto_lirpa", "tight"}))
+      ->capture_default_str();
+  cmd->add_option("--dtype", args->dtype,
+                  "auto (float64 with input splitting, else float32), float32 or float64")
+      ->check(CLI::IsMember({"auto", "float32", "float64"}))
+      ->capture_default_str();
   cmd->add_flag("--quiet", args->quiet, "no progress lines on stderr");
   return [args] { return run_verify(*args); };
 }
