@@ -7,6 +7,7 @@
 //             batch]
 // Nodes that relax a nonlinearity (ReLU) need bounds on their inputs: `needs_input_bounds()`.
 // The methods (IBP, CROWN) walk the graph and call these; they never switch on node types.
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
@@ -18,6 +19,19 @@
 #include "distcrown/graph/param.hpp"
 
 namespace distcrown {
+
+namespace dist {
+class Communicator;
+}  // namespace dist
+
+/// Tensor parallelism: a node whose output holds only this rank's slice of the features (the last
+/// dim) describes the slice, so that methods can bound the neurons of every rank consistently.
+struct OutputShard {
+  int64_t offset = 0;  // first feature of this rank's slice
+  int64_t width = 0;   // features held here: the node's shape is [batch, width]
+  int64_t global = 0;  // features over all ranks
+  std::shared_ptr<dist::Communicator> comm;  // the ranks the features are split over
+};
 
 class BoundNode {
  public:
@@ -43,6 +57,9 @@ class BoundNode {
   /// True for affine maps that mix elements (Linear, Conv). IBP of a box through elementwise
   /// affine maps and at most one mixing map is exact; through two mixing maps it is not.
   [[nodiscard]] virtual bool mixes_elements() const { return false; }
+  /// Non-null when the output is this rank's slice of a tensor-parallel layer (BoundLinearTPCol);
+  /// null when every rank holds the whole output.
+  [[nodiscard]] virtual const OutputShard* output_shard() const { return nullptr; }
   /// Parameters this node reads (for casting, sharding and memory accounting).
   [[nodiscard]] virtual std::vector<ParamPtr*> params() { return {}; }
 
