@@ -243,7 +243,7 @@ struct Case {
 
 void drift_table(const std::string& cli, const std::string& mpirun, const std::string& dir,
                  const std::vector<int>& procs, const std::vector<Case>& cases,
-                 const std::string& csv) {
+                 const std::string& device, const std::string& csv) {
   std::ofstream out;
   if (!csv.empty()) {
     out.open(csv);
@@ -269,8 +269,8 @@ void drift_table(const std::string& cli, const std::string& mpirun, const std::s
         const std::string json = dir + "/drift.json";
         std::ostringstream cmd;
         cmd << mpirun_prefix(mpirun, P) << cli << " bounds --model " << c.model << " --vnnlib "
-            << c.vnnlib << " --method crown --shard " << mode << " --json " << json << " > " << dir
-            << "/drift.log 2>&1";
+            << c.vnnlib << " --method crown --shard " << mode << " --device " << device
+            << " --json " << json << " > " << dir << "/drift.log 2>&1";
         if (!run(cmd.str(), json)) continue;
         std::ifstream in(json);
         const auto j = nlohmann::json::parse(in);
@@ -370,7 +370,7 @@ int main(int argc, char** argv) {
           std::vector<double>(x.data_ptr<double>(), x.data_ptr<double>() + 784), 0.01, 10);
       cases.push_back({"synthetic 256x8", 4, model, prop});
     }
-    drift_table(cli, mpirun, workdir, ps, cases, csv_drift);
+    drift_table(cli, mpirun, workdir, ps, cases, w.device, csv_drift);
   }
   return 0;
 }
