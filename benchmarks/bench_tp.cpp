@@ -76,7 +76,7 @@ struct WorkerArgs {
 // the same full model (the partitioner then keeps its share and frees the rest).
 BoundGraph wide_mlp(int64_t in, int64_t hidden) {
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(2026);
-  auto uniform = [&](std::vector<int64_t> shape, int64_t fan_in) {
+  auto uniform = [&](const std::vector<int64_t>& shape, int64_t fan_in) {
     const double k = 1.0 / std::sqrt(double(fan_in));
     return at::empty(shape, at::kFloat).uniform_(-k, k, gen);
   };
