@@ -243,7 +243,7 @@ struct Case {
 
 void drift_table(const std::string& cli, const std::string& mpirun, const std::string& dir,
                  const std::vector<int>& procs, const std::vector<Case>& cases,
-                 const std::string& device, const std::string& csv) {
+                 const std::string& device, const std::string& backend, const std::string& csv) {
   std::ofstream out;
   if (!csv.empty()) {
     out.open(csv);
@@ -270,7 +270,7 @@ void drift_table(const std::string& cli, const std::string& mpirun, const std::s
         std::ostringstream cmd;
         cmd << mpirun_prefix(mpirun, P) << cli << " bounds --model " << c.model << " --vnnlib "
             << c.vnnlib << " --method crown --shard " << mode << " --device " << device
-            << " --json " << json << " > " << dir << "/drift.log 2>&1";
+            << " --backend " << backend << " --json " << json << " > " << dir << "/drift.log 2>&1";
         if (!run(cmd.str(), json)) continue;
         std::ifstream in(json);
         const auto j = nlohmann::json::parse(in);
@@ -370,7 +370,9 @@ int main(int argc, char** argv) {
           std::vector<double>(x.data_ptr<double>(), x.data_ptr<double>() + 784), 0.01, 10);
       cases.push_back({"synthetic 256x8", 4, model, prop});
     }
-    drift_table(cli, mpirun, workdir, ps, cases, w.device, csv_drift);
+    // The CLI gets the worker's --backend too: NCCL cannot put two ranks on one GPU, MPI can
+    // (host-staged).
+    drift_table(cli, mpirun, workdir, ps, cases, w.device, w.backend, csv_drift);
   }
   return 0;
 }
