@@ -3,8 +3,8 @@
 // rest of the peak (A matrices, autograd buffers, batch temporaries). Deterministic mode, a fixed
 // number of rounds, one disjunct of the property that α-CROWN does not prove at the root.
 //
-//   build/bin/bench_bab_memory --model ../shared/fixtures/models/mnist_256x6.onnx \
-//       --vnnlib ../shared/fixtures/specs/mnist_prop_2_0.05.vnnlib --rounds 10 --batch 128,256,512
+//   build/bin/bench_bab_memory --rounds 10 --batch 128,256,512
+// (default model and property: mnist_256x6 and mnist_prop_2_0.05 from ../shared/fixtures)
 #include <chrono>
 #include <cstdio>
 #include <string>

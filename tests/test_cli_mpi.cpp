@@ -1,7 +1,8 @@
 // The distcrown executable under mpirun (MPIEXEC from CMake): sharded runs give the same bounds
 // as one process (FSDP bitwise, spec-parallel within 1e-6·max(1,|b|)), the JSON carries every
 // rank's memory, and faults end every rank with a non-zero exit and the error printed once:
-// a corrupt model on one rank, a mismatched option on one rank, an unsupported operator.
+// a corrupt model on one rank, a mismatched option on one rank, an unsupported operator; and the
+// tensor-parallel plans (--shard tp / tp-exact).
 
 #include <gtest/gtest.h>
 
@@ -145,6 +146,30 @@ TEST_F(CliMpi, UnsupportedOperatorOnEveryRank) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(count(r.err, "distcrown: error:"), 1u) << r.err;
   EXPECT_NE(r.err.find("Softmax"), std::string::npos) << r.err;
+}
+
+// Tensor parallelism (--shard tp / tp-exact): the plan is printed, tp-exact gives one process's
+// bounds up to rounding, and spec-parallel cannot be combined with it.
+TEST_F(CliMpi, TensorParallelRuns) {
+  std::vector<std::string> problems{kExample};
+  if (testing::have_fixtures()) {
+    const auto f = testing::fixtures_dir();
+    problems.push_back("--model '" + (f / "models/mnist_256x6.onnx").string() + "' --vnnlib '" +
+                       (f / "specs/mnist_prop_1_0.05.vnnlib").string() + "'");
+  }
+  for (const std::string& p : problems) {
+    SCOPED_TRACE(p);
+    const json one = bounds(1, p);
+    const json exact = bounds(2, p + " --shard tp-exact");
+    EXPECT_EQ(exact.value("shard", ""), "tp-exact");
+    expect_equal_bounds(one, exact, 1e-5);
+    const Result r = mpirun("-np 2 " + kCli + " bounds " + p + " --shard tp");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(count(r.out, "tensor-parallel plan over 2 rank(s)"), 1U) << r.out;
+  }
+  const Result refused = mpirun("-np 2 " + kCli + " bounds --shard tp --spec-parallel");
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.err.find("cannot be combined"), std::string::npos) << refused.err;
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "cli/problem_input.hpp"
 #include "cli/world.hpp"
 #include "distcrown/dist/agreement.hpp"
+#include "distcrown/dist/partitioner.hpp"
 #include "distcrown/dist/sharded_param.hpp"
 #include "distcrown/io/onnx_loader.hpp"
 #include "distcrown/io/problem.hpp"
@@ -153,6 +154,11 @@ int run_bounds(const BoundsArgs& a) {
       a.intermediate == "tight" ? IntermediateScheme::kTight : IntermediateScheme::kAutoLirpa;
   const Method method = parse_method(a.method);
   const dist::ShardPlan plan = dist::parse_shard_plan(a.shard);
+  // Tensor parallelism (dist/partitioner.hpp): `tp` keeps IBP bounds inside sharded zones.
+  if (plan == dist::ShardPlan::kTp) options.sharded_intermediate = ShardedIntermediate::kIbp;
+  if (dist::is_tensor_parallel(plan) && a.spec_parallel) {
+    throw InvalidArgument("--spec-parallel cannot be combined with --shard " + a.shard);
+  }
 
   // Load, check and shard on every rank; a failure anywhere stops every rank here.
   std::optional<Loaded> loaded;
@@ -164,8 +170,13 @@ int run_bounds(const BoundsArgs& a) {
   });
   dist::check_same_inputs(*comm, loaded->fingerprint);
   BoundGraph& graph = loaded->problem.graph;
+  std::string tp_plan;  // printed by rank 0 with the results
   dist::run_agreed(*comm, [&] {
-    dist::shard_graph(graph, plan, comm);
+    if (dist::is_tensor_parallel(plan)) {
+      tp_plan = dist::describe(dist::partition_tensor_parallel(graph, comm), graph);
+    } else {
+      dist::shard_graph(graph, plan, comm);
+    }
     graph.to_device(device);
     box = {box.lower.to(device), box.upper.to(device)};
   });
@@ -207,6 +218,7 @@ int run_bounds(const BoundsArgs& a) {
   const std::vector<RankReport> reports = gather_reports(*comm, mine);
   if (comm->rank() != 0) return 0;
 
+  if (!tp_plan.empty()) std::printf("%s", tp_plan.c_str());
   const auto lower = to_vector(b.lower);
   const auto upper = to_vector(b.upper);
   print_table(a, lower, upper, dtype == at::kDouble);
@@ -256,8 +268,10 @@ Action add_bounds_command(CLI::App& app) {
                   "(CROWN for every neuron, intersected with IBP)")
       ->check(CLI::IsMember({"auto_lirpa", "tight"}))
       ->capture_default_str();
-  cmd->add_option("--shard", args->shard, "parameter sharding over the ranks: none or fsdp")
-      ->check(CLI::IsMember({"none", "fsdp"}))
+  cmd->add_option("--shard", args->shard,
+                  "sharding over the ranks: none, fsdp, tp (tensor parallel, IBP inside zones) "
+                  "or tp-exact (tensor parallel, CROWN inside zones)")
+      ->check(CLI::IsMember({"none", "fsdp", "tp", "tp-exact"}))
       ->capture_default_str();
   cmd->add_flag("--spec-parallel", args->spec_parallel,
                 "split the rows of every backward pass across the ranks");

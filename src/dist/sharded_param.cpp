@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
+#include "distcrown/dist/partitioner.hpp"
 #include "distcrown/util/error.hpp"
 
 namespace distcrown::dist {
@@ -40,13 +41,31 @@ void ShardedParam::to_device(const at::Device& device) { shard_ = shard_.to(devi
 ShardPlan parse_shard_plan(const std::string& name) {
   if (name == "none") return ShardPlan::kNone;
   if (name == "fsdp") return ShardPlan::kFsdp;
-  throw InvalidArgument("unknown shard plan '" + name + "' (expected none or fsdp)");
+  if (name == "tp") return ShardPlan::kTp;
+  if (name == "tp-exact") return ShardPlan::kTpExact;
+  throw InvalidArgument("unknown shard plan '" + name + "' (expected none, fsdp, tp or tp-exact)");
 }
 
-std::string to_string(ShardPlan plan) { return plan == ShardPlan::kFsdp ? "fsdp" : "none"; }
+std::string to_string(ShardPlan plan) {
+  switch (plan) {
+    case ShardPlan::kFsdp:
+      return "fsdp";
+    case ShardPlan::kTp:
+      return "tp";
+    case ShardPlan::kTpExact:
+      return "tp-exact";
+    case ShardPlan::kNone:
+      break;
+  }
+  return "none";
+}
 
 void shard_graph(BoundGraph& graph, ShardPlan plan, const CommPtr& comm) {
   if (plan == ShardPlan::kNone) return;
+  if (is_tensor_parallel(plan)) {
+    partition_tensor_parallel(graph, comm);
+    return;
+  }
   c10::NoGradGuard no_grad;
   for (int i = 1; i < graph.size(); ++i) {
     for (ParamPtr* p : graph.node(i).op->params()) {

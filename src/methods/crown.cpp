@@ -67,6 +67,13 @@ CrownEngine::CrownEngine(const BoundGraph& g, InputBox box, BoundOptions options
       bounds_(size_t(g.size())),
       reference_(size_t(g.size())) {
   if (opt_.crown_batch_size < 0) throw InvalidArgument("crown batch size must be >= 0");
+  // Tensor parallelism: every rank must bound the same rows (a zone's AllReduce sums each row's
+  // shares), which spec-parallel splitting would break.
+  for (int i = 1; spec_comm_ && spec_comm_->size() > 1 && i < g.size(); ++i) {
+    if (g.node(i).op->output_shard() != nullptr) {
+      throw InvalidArgument("spec-parallel bounding cannot be combined with tensor parallelism");
+    }
+  }
   bounds_[0] = box_;
 }
 
@@ -81,7 +88,14 @@ void CrownEngine::compute_intermediate_bounds() {
     // aux_reference_bounds in place of IBP, not intersected with it).
     Interval reference = reference_[size_t(i)] ? *reference_[size_t(i)] : g_.node(i).op->ibp(args);
     if (g_.is_pre_activation(i) && !g_.affine_from_input(i)) {
-      bounds_[size_t(i)] = refine(i, reference);
+      const OutputShard* shard = g_.node(i).op->output_shard();
+      if (shard == nullptr) {
+        bounds_[size_t(i)] = refine(i, reference);
+      } else if (opt_.sharded_intermediate == ShardedIntermediate::kCrown) {
+        bounds_[size_t(i)] = refine_sharded(i, reference, *shard);
+      } else {
+        bounds_[size_t(i)] = std::move(reference);  // `tp`: IBP inside sharded zones
+      }
     } else {
       bounds_[size_t(i)] = std::move(reference);
     }

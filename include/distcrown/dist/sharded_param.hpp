@@ -27,13 +27,20 @@ class ShardedParam final : public ParamRef {
   int64_t numel_;
 };
 
-/// Sharding plans a loaded graph can be rewritten for.
-enum class ShardPlan { kNone, kFsdp };
+/// Sharding plans a loaded graph can be rewritten for. kTp and kTpExact rewrite the graph the same
+/// way (dist/partitioner.hpp); they differ in how CROWN bounds neurons inside sharded zones.
+enum class ShardPlan { kNone, kFsdp, kTp, kTpExact };
+
+/// True for kTp and kTpExact.
+inline bool is_tensor_parallel(ShardPlan plan) {
+  return plan == ShardPlan::kTp || plan == ShardPlan::kTpExact;
+}
 
 ShardPlan parse_shard_plan(const std::string& name);
 std::string to_string(ShardPlan plan);
 
-/// Rewrites every parameter of every node for `plan` (kFsdp: ShardedParam over `comm`).
+/// Rewrites every parameter of every node for `plan` (kFsdp: ShardedParam over `comm`; kTp,
+/// kTpExact: partition_tensor_parallel).
 /// Local-only: no communication happens here.
 void shard_graph(BoundGraph& graph, ShardPlan plan, const CommPtr& comm);
 

@@ -7,6 +7,7 @@
 //             batch]
 // Nodes that relax a nonlinearity (ReLU) need bounds on their inputs: `needs_input_bounds()`.
 // The methods (IBP, CROWN) walk the graph and call these; they never switch on node types.
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
@@ -26,6 +27,19 @@ struct RelaxParams {
   at::Tensor alpha_u;  // lower-line slopes used where the uA side takes the lower line
   at::Tensor beta_l;   // β·s added to the input's lA: split multipliers times split signs
   at::Tensor beta_u;   // the same for uA (subtracted: max f − β·s·z)
+};
+
+namespace dist {
+class Communicator;
+}  // namespace dist
+
+/// Tensor parallelism: a node whose output holds only this rank's slice of the features (the last
+/// dim) describes the slice, so that methods can bound the neurons of every rank consistently.
+struct OutputShard {
+  int64_t offset = 0;  // first feature of this rank's slice
+  int64_t width = 0;   // features held here: the node's shape is [batch, width]
+  int64_t global = 0;  // features over all ranks
+  std::shared_ptr<dist::Communicator> comm;  // the ranks the features are split over
 };
 
 class BoundNode {
@@ -64,6 +78,9 @@ class BoundNode {
   /// True for affine maps that mix elements (Linear, Conv). IBP of a box through elementwise
   /// affine maps and at most one mixing map is exact; through two mixing maps it is not.
   [[nodiscard]] virtual bool mixes_elements() const { return false; }
+  /// Non-null when the output is this rank's slice of a tensor-parallel layer (BoundLinearTPCol);
+  /// null when every rank holds the whole output.
+  [[nodiscard]] virtual const OutputShard* output_shard() const { return nullptr; }
   /// Parameters this node reads (for casting, sharding and memory accounting).
   [[nodiscard]] virtual std::vector<ParamPtr*> params() { return {}; }
 

@@ -22,6 +22,8 @@ struct Sides {
 
 class CrownEngine {
  public:
+  /// Tensor-parallel graphs (dist/partitioner.hpp) need every rank to run the same passes; their
+  /// pre-activation neurons inside zones are bounded as options.sharded_intermediate says.
   /// With `spec_comm` (spec-parallel bounding), the rows of every backward pass (output specs and
   /// intermediate neurons) are split across its ranks; each rank propagates only its rows and the
   /// bound slices are AllGathered, so every rank ends with all bounds. All ranks must call the
@@ -68,6 +70,9 @@ class CrownEngine {
 
  private:
   Interval refine(int i, const Interval& reference);
+  /// refine() for a tensor-parallel node (methods/crown_tp.cpp): the rows are chosen over every
+  /// rank's neurons, bounded together by all ranks, and each rank keeps its own.
+  Interval refine_sharded(int i, const Interval& reference, const OutputShard& shard);
   Interval neuron_rows(int start, const at::Tensor& rows);
   Interval chunked(int start, const at::Tensor& idx, const RowMaker& make_rows,
                    const at::Tensor& row_ids, Sides sides);

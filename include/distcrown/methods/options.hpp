@@ -17,6 +17,16 @@ enum class IntermediateScheme {
   kTight,
 };
 
+/// How CROWN bounds the pre-activation neurons of a tensor-parallel layer (a node whose output is
+/// sharded over ranks, BoundNode::output_shard()).
+enum class ShardedIntermediate {
+  /// The reference IBP interval, no communication (the `tp` plan; sound, looser with each zone).
+  kIbp,
+  /// CROWN across the earlier zones, as for any other node (the `tp-exact` plan; equal to P = 1
+  /// up to rounding).
+  kCrown,
+};
+
 struct BoundOptions {
   IntermediateScheme scheme = IntermediateScheme::kAutoLirpa;
   /// Bound at most this many intermediate neurons (rows of A) per backward pass; 0 = all at once.
@@ -24,6 +34,8 @@ struct BoundOptions {
   int64_t crown_batch_size = 0;
   /// Fraction of unstable neurons above which all neurons of a layer get CROWN bounds.
   double minimum_sparsity = 0.9;
+  /// Bounds of neurons inside tensor-parallel zones.
+  ShardedIntermediate sharded_intermediate = ShardedIntermediate::kCrown;
 };
 
 Method parse_method(const std::string& name);

@@ -1,0 +1,188 @@
+#include "distcrown/ops/linear_tp.hpp"
+
+#include <ATen/ATen.h>
+
+#include "distcrown/util/error.hpp"
+
+namespace distcrown::ops {
+namespace {
+
+// A [S, B, k] · w [k, n] -> [S, B, n]. For products only a few columns wide MKL picks kernels
+// whose rounding of a row depends on the other rows; with at least kMinColumns columns (zero
+// padding) it does not (docs/architecture.md, "Row independence"), as in BoundLinear.
+constexpr int64_t kMinColumns = 16;
+
+at::Tensor times(const at::Tensor& A, const at::Tensor& w) {
+  const int64_t n = w.size(1);
+  if (n >= kMinColumns) return at::matmul(A, w);
+  const at::Tensor wide = at::cat({w, at::zeros({w.size(0), kMinColumns - n}, w.options())}, 1);
+  return at::matmul(A, wide).narrow(-1, 0, n).contiguous();
+}
+
+// IBP of x Wᵀ (+ b) in auto_LiRPA's centre/radius form: centre W·mid + b, radius |W|·rad.
+struct CentreRadius {
+  at::Tensor centre;  // [batch, out]
+  at::Tensor radius;  // [batch, out]
+};
+CentreRadius centre_radius(const Interval& x, const at::Tensor& w, const at::Tensor& b) {
+  const at::Tensor mid = (x.upper + x.lower) / 2;
+  const at::Tensor rad = (x.upper - x.lower) / 2;
+  return {at::linear(mid, w, b), at::linear(rad, w.abs())};
+}
+
+class BoundLinearTPCol final : public BoundNode {
+ public:
+  BoundLinearTPCol(ParamPtr w, ParamPtr b, OutputShard shard)
+      : w_(std::move(w)), b_(std::move(b)), shard_(std::move(shard)) {
+    if (!shard_.comm) throw InvalidArgument("BoundLinearTPCol needs a communicator");
+  }
+  std::string op_type() const override { return "LinearTPCol"; }
+  bool is_affine() const override { return true; }
+  bool mixes_elements() const override { return true; }
+  const OutputShard* output_shard() const override { return &shard_; }
+  std::vector<ParamPtr*> params() override {
+    std::vector<ParamPtr*> p{&w_};
+    if (b_) p.push_back(&b_);
+    return p;
+  }
+
+  // x [B, in] (replicated) -> this rank's neurons [B, w]: no communication.
+  at::Tensor forward(std::span<const at::Tensor> x) const override {
+    return at::linear(x[0], w_->get(), bias());
+  }
+
+  Interval ibp(std::span<const Interval* const> x) const override {
+    const CentreRadius cr = centre_radius(*x[0], w_->get(), bias());
+    return {cr.centre - cr.radius, cr.centre + cr.radius};
+  }
+
+  std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> /*bounds*/,
+                               BiasPair& bias_acc) const override {
+    // Each rank's A·W_r [S, B, in] and bias (the pass's partial bias + A·b_r, [S, B]) are its
+    // share of the whole; they are written into one buffer and summed by one AllReduce:
+    //   buffer = [A side 1 | A side 2 (when lA, uA differ) | bias lower | bias upper]
+    const at::Tensor w = w_->get();  // [w, in]
+    const at::Tensor b = bias();
+    const bool shared = a.lA.defined() && a.lA.is_same(a.uA);
+    const at::Tensor& any = a.lA.defined() ? a.lA : a.uA;
+    const int64_t S = any.size(0);
+    const int64_t B = any.size(1);
+    const int64_t in = w.size(1);
+    const int64_t a_numel = S * B * in;
+    std::vector<const at::Tensor*> sides;  // distinct A tensors to map
+    if (a.lA.defined()) sides.push_back(&a.lA);
+    if (a.uA.defined() && !shared) sides.push_back(&a.uA);
+    const bool lower = a.lA.defined();
+    const bool upper = a.uA.defined();
+    const int64_t n_bias = (lower ? 1 : 0) + (upper ? 1 : 0);
+    at::Tensor buffer =
+        at::empty({int64_t(sides.size()) * a_numel + n_bias * S * B}, any.options());
+    int64_t at_offset = 0;
+    std::vector<at::Tensor> mapped;
+    for (const at::Tensor* A : sides) {
+      at::Tensor view = buffer.narrow(0, at_offset, a_numel).view({S, B, in});
+      if (in >= kMinColumns) {
+        at::Tensor flat = view.view({S * B, in});
+        at::mm_out(flat, A->reshape({S * B, -1}), w);
+      } else {
+        view.copy_(times(*A, w));
+      }
+      mapped.push_back(view);
+      at_offset += a_numel;
+    }
+    auto partial_bias = [&](const at::Tensor& acc, const at::Tensor& A) {
+      at::Tensor slot = buffer.narrow(0, at_offset, S * B).view({S, B});
+      at_offset += S * B;
+      if (acc.defined()) {
+        slot.copy_(acc);
+      } else {
+        slot.zero_();
+      }
+      if (b.defined()) slot.add_(contract(A, b));
+      return slot;
+    };
+    at::Tensor lbias = lower ? partial_bias(bias_acc.lower, a.lA) : at::Tensor();
+    at::Tensor ubias = upper ? partial_bias(bias_acc.upper, a.uA) : at::Tensor();
+    shard_.comm->all_reduce(buffer, dist::ReduceOp::kSum);
+    // The biases are copied out so the A buffer is freed once the A matrices are consumed.
+    bias_acc.lower = lower ? lbias.clone() : at::Tensor();
+    bias_acc.upper = upper ? ubias.clone() : at::Tensor();
+    BoundA out;
+    size_t next = 0;
+    if (lower) out.lA = mapped[next++];
+    if (upper) out.uA = shared ? out.lA : mapped[next++];
+    return {out};
+  }
+
+ private:
+  at::Tensor bias() const { return b_ ? b_->get() : at::Tensor(); }
+  ParamPtr w_;  // [w, in]
+  ParamPtr b_;  // [w] or null
+  OutputShard shard_;
+};
+
+class BoundLinearTPRow final : public BoundNode {
+ public:
+  BoundLinearTPRow(ParamPtr w, ParamPtr b, dist::CommPtr comm)
+      : w_(std::move(w)), b_(std::move(b)), comm_(std::move(comm)) {
+    if (!comm_) throw InvalidArgument("BoundLinearTPRow needs a communicator");
+  }
+  std::string op_type() const override { return "LinearTPRow"; }
+  bool is_affine() const override { return true; }
+  bool mixes_elements() const override { return true; }
+  std::vector<ParamPtr*> params() override {
+    std::vector<ParamPtr*> p{&w_};
+    if (b_) p.push_back(&b_);
+    return p;
+  }
+
+  // x [B, w] (this rank's slice) -> x·W_rᵀ, a partial sum over ranks; AllReduce, then + b.
+  at::Tensor forward(std::span<const at::Tensor> x) const override {
+    at::Tensor y = at::linear(x[0], w_->get()).contiguous();  // [B, out]
+    comm_->all_reduce(y, dist::ReduceOp::kSum);
+    const at::Tensor b = bias();
+    return b.defined() ? y + b : y;
+  }
+
+  Interval ibp(std::span<const Interval* const> x) const override {
+    // Centre and radius are both partial sums: one AllReduce of [2, B, out].
+    const CentreRadius cr = centre_radius(*x[0], w_->get(), at::Tensor());
+    at::Tensor both = at::stack({cr.centre, cr.radius});
+    comm_->all_reduce(both, dist::ReduceOp::kSum);
+    const at::Tensor b = bias();
+    const at::Tensor centre = b.defined() ? both[0] + b : both[0];
+    return {centre - both[1], centre + both[1]};
+  }
+
+  std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> /*bounds*/,
+                               BiasPair& bias_acc) const override {
+    // A [S, B, out] (replicated) -> A·W_r [S, B, w], this rank's slice: no communication. The
+    // bias term A·b is replicated; entering the zone the pass's bias becomes a partial sum that
+    // the zone's Col AllReduces: rank 0 keeps it, the others restart from zero.
+    const at::Tensor w = w_->get();  // [out, w]
+    const at::Tensor b = bias();
+    std::vector<BoundA> out{map_sides(
+        a, bias_acc, [&](const at::Tensor& A) { return times(A, w); },
+        [&](const at::Tensor& A) { return b.defined() ? contract(A, b) : at::Tensor(); })};
+    if (comm_->rank() != 0) bias_acc = BiasPair{};
+    return out;
+  }
+
+ private:
+  at::Tensor bias() const { return b_ ? b_->get() : at::Tensor(); }
+  ParamPtr w_;  // [out, w]
+  ParamPtr b_;  // [out] or null
+  dist::CommPtr comm_;
+};
+
+}  // namespace
+
+NodePtr make_linear_tp_col(ParamPtr weight, ParamPtr bias, OutputShard shard) {
+  return std::make_unique<BoundLinearTPCol>(std::move(weight), std::move(bias), std::move(shard));
+}
+
+NodePtr make_linear_tp_row(ParamPtr weight, ParamPtr bias, dist::CommPtr comm) {
+  return std::make_unique<BoundLinearTPRow>(std::move(weight), std::move(bias), std::move(comm));
+}
+
+}  // namespace distcrown::ops
