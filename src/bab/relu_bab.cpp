@@ -93,13 +93,17 @@ class ReluBab {
 
   BabResult run(ReluBabStats* stats);
 
- private:
   struct Bounded {
-    at::Tensor values;     // [B]
-    at::Tensor input_A;    // [K, B, *input_shape] or undefined
+    at::Tensor values;   // [B]
+    at::Tensor lower;    // [B, K]
+    at::Tensor input_A;  // [K, B, *input_shape] or undefined
     bool recorded = false;
   };
   Bounded bound(std::vector<Domain>& ds, int iterations, bool optimise);
+  /// The root with CROWN intermediate bounds (no α optimisation) and the given splits applied.
+  Domain crown_root_with(const std::vector<NeuronSplit>& splits);
+
+ private:
   Domain root();
   std::vector<std::pair<size_t, int64_t>> choose(const std::vector<Domain>& parents);
   Domain child(const Domain& parent, size_t r, int64_t j, bool active);
@@ -186,6 +190,7 @@ ReluBab::Bounded ReluBab::bound(std::vector<Domain>& ds, int iterations, bool op
     }
   }
   bounded_ += B;
+  out.lower = best;
   out.values = domain_values(obj_, best);  // [B]
   const auto values = out.values.to(at::kDouble).contiguous();
   // Scores: each free unstable neuron's relaxation gap weighted by its A coefficient (summed
@@ -241,6 +246,32 @@ Domain ReluBab::root() {
     d.split.push_back(at::zeros_like(b->lower));
   }
   d.id = next_id_++;
+  return d;
+}
+
+Domain ReluBab::crown_root_with(const std::vector<NeuronSplit>& splits) {
+  CrownEngine engine(g_, box_, bo_);
+  engine.compute_intermediate_bounds();
+  Domain d;
+  for (size_t r = 0; r < relus_.size(); ++r) {
+    const Interval& b = engine.bounds(pre_[r]);
+    d.lower.push_back(b.lower);
+    d.upper.push_back(b.upper);
+    std::vector<int64_t> shape{K_};
+    shape.insert(shape.end(), b.lower.sizes().begin(), b.lower.sizes().end());
+    d.alpha.push_back(g_.node(relus_[r]).op->initial_slopes(b).expand(shape).clone());
+    d.beta.push_back(at::zeros(shape, b.lower.options()));
+    d.split.push_back(at::zeros_like(b.lower));
+  }
+  d.id = next_id_++;
+  for (const NeuronSplit& s : splits) {
+    const auto it = relu_index_.find(s.relu_node);
+    if (it == relu_index_.end()) throw InvalidArgument("split on a node that is not a ReLU");
+    if (s.neuron < 0 || s.neuron >= d.lower[it->second].numel()) {
+      throw InvalidArgument("split neuron index out of range");
+    }
+    d = child(d, it->second, s.neuron, s.active);
+  }
   return d;
 }
 
@@ -429,6 +460,24 @@ BabResult ReluBab::run(ReluBabStats* stats) {
 }
 
 }  // namespace
+
+at::Tensor split_domain_lower_bound(const BoundGraph& g, const InputBox& box, const at::Tensor& C,
+                                    const std::vector<NeuronSplit>& splits, int iterations,
+                                    const BabOptions& options, const BoundOptions& bound_options) {
+  io::VnnlibCase c;
+  const auto as_vector = [](const at::Tensor& t) {
+    const at::Tensor d = t.to(at::kDouble).contiguous().reshape({-1});
+    return std::vector<double>(d.data_ptr<double>(), d.data_ptr<double>() + d.numel());
+  };
+  c.input_lower = as_vector(box.lower);
+  c.input_upper = as_vector(box.upper);
+  const Objective obj{C.to(g.dtype()), at::zeros({C.size(0)}, C.options().dtype(g.dtype()))};
+  const std::vector<Objective> none;
+  const Deadline no_deadline(0);
+  ReluBab bab(g, c, obj, none, options, no_deadline, bound_options);
+  std::vector<Domain> ds{bab.crown_root_with(splits)};
+  return bab.bound(ds, iterations, iterations > 0).lower;
+}
 
 BabResult relu_bab(const BoundGraph& g, const io::VnnlibCase& c, const Objective& objective,
                    const std::vector<Objective>& disjuncts, const BabOptions& options,

@@ -12,6 +12,7 @@
 
 #include "distcrown/bab/bab.hpp"
 #include "distcrown/bab/objective.hpp"
+#include "distcrown/bounds/interval.hpp"
 #include "distcrown/graph/bound_graph.hpp"
 #include "distcrown/io/vnnlib.hpp"
 #include "distcrown/methods/options.hpp"
@@ -31,6 +32,22 @@ struct DomainStoreBytes {
 struct ReluBabStats {
   DomainStoreBytes peak_store;
 };
+
+/// A split decision on one ReLU neuron: its input z is <= 0 (inactive) or >= 0 (active).
+struct NeuronSplit {
+  int relu_node = 0;   // graph index of the ReLU
+  int64_t neuron = 0;  // flat index into the ReLU's input (batch excluded)
+  bool active = false;
+};
+
+/// Lower bounds of C·y ([1, K]) over the part of `box` ([1, *input_shape]) where the splits hold,
+/// as one branch-and-bound domain is bounded: intermediate bounds by CROWN on the whole box,
+/// clamped at the split neurons; then `iterations` α/β optimisation steps (with 0, one pass with
+/// CROWN's slopes and β = 0: the split neurons' relaxations alone).
+at::Tensor split_domain_lower_bound(const BoundGraph& g, const InputBox& box, const at::Tensor& C,
+                                    const std::vector<NeuronSplit>& splits, int iterations,
+                                    const BabOptions& options = {},
+                                    const BoundOptions& bound_options = {});
 
 /// Proves `objective` over the case's box, or finds a counterexample to any of `disjuncts` (all of
 /// the case's, for the attacks), or runs out of time/rounds.
