@@ -1,0 +1,396 @@
+// α-CROWN (methods/alpha_crown.hpp): never looser than CROWN, sound by sampling (uniform points,
+// random vertices and the box corners, forward passes), monotone in the number of iterations
+// (the optimisation path is deterministic and the result is the best over the iterations), sound
+// under a spec matrix, lower-only runs; against auto_LiRPA's references (../shared/fixtures, the
+// MLPs): at least as tight as CROWN, sound against the sampled ranges, close to auto_LiRPA's
+// α-CROWN; and the CLI's `bounds --method alpha-crown`.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <iomanip>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+#include <c10/core/GradMode.h>
+#include <gtest/gtest.h>
+
+#include "distcrown/io/onnx_loader.hpp"
+#include "distcrown/io/synthetic.hpp"
+#include "distcrown/methods/alpha_crown.hpp"
+#include "distcrown/methods/crown.hpp"
+#include "fixtures.hpp"
+#include "process.hpp"
+
+namespace distcrown {
+namespace {
+
+// Not looser than CROWN: up to this fraction of max(1, |bound|) (float32 rounding).
+constexpr double kTightTol = 1e-6;
+// Sampled outputs inside the bounds: up to this fraction of max(1, |value|).
+constexpr double kSoundTol = 1e-5;
+
+class SingleThread : public ::testing::Environment {
+ public:
+  void SetUp() override { at::set_num_threads(1); }
+};
+[[maybe_unused]] const auto* const kSingleThread =
+    ::testing::AddGlobalTestEnvironment(new SingleThread);
+
+std::string fmt(double v) {
+  std::ostringstream s;
+  s << std::setprecision(10) << v;
+  return s.str();
+}
+
+// Points of the box [lo, hi] ([1, *shape]): lower, upper and centre, `vertices` random vertices
+// and `uniform` uniform points; [N, *shape] in lo's dtype.
+at::Tensor sample_box(at::Generator& gen, const at::Tensor& lo, const at::Tensor& hi,
+                      int64_t uniform, int64_t vertices) {
+  std::vector<int64_t> shape(lo.sizes().begin(), lo.sizes().end());
+  const auto with = [&](int64_t n) {
+    std::vector<int64_t> s = shape;
+    s[0] = n;
+    return s;
+  };
+  const auto opts = at::TensorOptions().dtype(lo.scalar_type());
+  const at::Tensor u = lo + (hi - lo) * at::rand(with(uniform), gen, opts);
+  const at::Tensor v = at::where(at::rand(with(vertices), gen, opts) < 0.5, hi, lo);
+  const at::Tensor all = at::cat({lo, hi, (lo + hi) / 2, v, u}, 0);
+  return at::minimum(at::maximum(all, lo), hi);
+}
+
+// C·y (or y) at the points x: [N, spec].
+at::Tensor outputs(const BoundGraph& g, const at::Tensor& x, const at::Tensor& C) {
+  c10::NoGradGuard no_grad;
+  const at::Tensor y = g.forward(x).reshape({x.size(0), -1});
+  return C.defined() ? at::matmul(y, C.t()) : y;
+}
+
+// Every row of y [N, spec] within [lower, upper] ([1, spec]; an undefined side is not checked),
+// up to kSoundTol·max(1, |y|). Reports the worst violation.
+void expect_contains(const Interval& b, const at::Tensor& y, const std::string& what) {
+  const at::Tensor yd = y.to(at::kDouble);
+  const at::Tensor slack = yd.abs().clamp_min(1.0) * kSoundTol;
+  for (const bool low : {true, false}) {
+    const at::Tensor& side = low ? b.lower : b.upper;
+    if (!side.defined()) continue;
+    const at::Tensor s = side.to(at::kDouble);
+    const at::Tensor excess = (low ? s - yd : yd - s) - slack;  // > 0: violation
+    const at::Tensor flat = excess.reshape({-1});
+    const int64_t worst = flat.argmax().item<int64_t>();
+    if (flat[worst].item<double>() <= 0) continue;
+    const int64_t n = worst / y.size(1);
+    const int64_t j = worst % y.size(1);
+    ADD_FAILURE() << what << ": sample " << n << ", output " << j << ": value "
+                  << fmt(yd[n][j].item<double>()) << (low ? " below lower " : " above upper ")
+                  << fmt(s[0][j].item<double>()) << " (" << (flat > 0).sum().item<int64_t>()
+                  << " violations)";
+  }
+}
+
+// a never looser than b: a.lower ≥ b.lower − tol·max(1, |b|), a.upper ≤ b.upper + tol·max(1, |b|).
+void expect_not_looser(const Interval& a, const Interval& b, double tol, const std::string& what) {
+  for (const bool low : {true, false}) {
+    const at::Tensor& as = low ? a.lower : a.upper;
+    const at::Tensor& bs = low ? b.lower : b.upper;
+    if (!as.defined() || !bs.defined()) continue;
+    ASSERT_EQ(as.sizes(), bs.sizes()) << what;
+    const at::Tensor ad = as.to(at::kDouble);
+    const at::Tensor bd = bs.to(at::kDouble);
+    const at::Tensor excess = (low ? bd - ad : ad - bd) - bd.abs().clamp_min(1.0) * tol;
+    const int64_t worst = excess.reshape({-1}).argmax().item<int64_t>();
+    EXPECT_LE(excess.reshape({-1})[worst].item<double>(), 0.0)
+        << what << ": " << (low ? "lower " : "upper ") << worst << " is "
+        << fmt(ad.reshape({-1})[worst].item<double>()) << ", reference "
+        << fmt(bd.reshape({-1})[worst].item<double>());
+  }
+}
+
+// Mean width of the bounds (upper − lower).
+double mean_width(const Interval& b) {
+  return (b.upper - b.lower).to(at::kDouble).mean().item<double>();
+}
+
+// A box around a N(0, 1) centre with half-width `radius`, [1, in].
+InputBox random_box(at::Generator& gen, int64_t in, double radius, at::ScalarType dtype) {
+  const at::Tensor c = at::randn({1, in}, gen, at::TensorOptions().dtype(at::kDouble));
+  return {(c - radius).to(dtype), (c + radius).to(dtype)};
+}
+
+struct MlpConfig {
+  int64_t in, hidden;
+  int depth;
+  int64_t out;
+  uint64_t seed;
+  double radius;
+};
+
+const std::vector<MlpConfig> kMlps{
+    {5, 16, 2, 3, 1, 0.5},
+    {8, 24, 3, 4, 2, 0.3},
+    {4, 32, 4, 2, 3, 0.4},
+    {6, 20, 5, 5, 4, 0.2},
+};
+
+std::string name_of(const MlpConfig& c, at::ScalarType t) {
+  return "mlp " + std::to_string(c.in) + "-" + std::to_string(c.hidden) + "x" +
+         std::to_string(c.depth) + "-" + std::to_string(c.out) + " seed " + std::to_string(c.seed) +
+         (t == at::kFloat ? " f32" : " f64");
+}
+
+// α-CROWN vs CROWN and samples on one graph and box, C optional.
+void check_alpha(const BoundGraph& g, const InputBox& box, const at::Tensor& C, at::Generator& gen,
+                 const std::string& what, int iterations = 10) {
+  AlphaOptions ao;
+  ao.iterations = iterations;
+  const Interval crown = compute_bounds(g, box, Method::kCrown, {}, C);
+  const AlphaResult a = alpha_crown(g, box, C, ao);
+  const int64_t spec = C.defined() ? C.size(0) : g.output_numel();
+  ASSERT_TRUE(a.bounds.lower.defined() && a.bounds.upper.defined()) << what;
+  ASSERT_EQ(a.bounds.lower.sizes(), at::IntArrayRef({1, spec})) << what;
+  ASSERT_EQ(a.bounds.upper.sizes(), at::IntArrayRef({1, spec})) << what;
+  EXPECT_TRUE(at::isfinite(a.bounds.lower).all().item<bool>()) << what;
+  EXPECT_TRUE(at::isfinite(a.bounds.upper).all().item<bool>()) << what;
+  EXPECT_FALSE(a.bounds.lower.requires_grad()) << what << ": result keeps autograd history";
+  EXPECT_GE(a.iterations_run, 1) << what;
+  expect_not_looser(a.bounds, crown, kTightTol, what + " alpha vs crown");
+  const at::Tensor x = sample_box(gen, box.lower, box.upper, 3000, 256);
+  expect_contains(a.bounds, outputs(g, x, C), what + " alpha soundness");
+}
+
+TEST(AlphaCrown, TighterThanCrownAndSoundOnRandomMlps) {
+  for (const auto& c : kMlps) {
+    BoundGraph g = io::make_random_mlp(c.in, c.hidden, c.depth, c.out, c.seed);
+    for (const at::ScalarType t : {at::kFloat, at::kDouble}) {
+      g.to_dtype(t);
+      at::Generator gen = at::detail::createCPUGenerator(c.seed * 31 + 7);
+      const InputBox box = random_box(gen, c.in, c.radius, t);
+      check_alpha(g, box, at::Tensor(), gen, name_of(c, t));
+    }
+  }
+}
+
+TEST(AlphaCrown, OptimisationTightensSomething) {
+  // Not a tautology of "never looser": on a network with many unstable neurons the optimised
+  // slopes must actually gain over CROWN's (otherwise the optimiser is a no-op).
+  BoundGraph g = io::make_random_mlp(5, 32, 3, 3, 11);
+  at::Generator gen = at::detail::createCPUGenerator(5);
+  const InputBox box = random_box(gen, 5, 1.0, at::kFloat);
+  const Interval crown = compute_bounds(g, box, Method::kCrown);
+  AlphaOptions ao;
+  ao.iterations = 20;
+  const AlphaResult a = alpha_crown(g, box, at::Tensor(), ao);
+  EXPECT_LT(mean_width(a.bounds), 0.99 * mean_width(crown))
+      << "alpha " << mean_width(a.bounds) << " crown " << mean_width(crown);
+}
+
+TEST(AlphaCrown, OneIterationIsCrown) {
+  // Iteration 0 uses CROWN's slopes, and a single iteration takes no step.
+  for (const auto& c : kMlps) {
+    BoundGraph g = io::make_random_mlp(c.in, c.hidden, c.depth, c.out, c.seed);
+    at::Generator gen = at::detail::createCPUGenerator(c.seed * 31 + 7);
+    const InputBox box = random_box(gen, c.in, c.radius, at::kFloat);
+    AlphaOptions ao;
+    ao.iterations = 1;
+    const Interval crown = compute_bounds(g, box, Method::kCrown);
+    const AlphaResult a = alpha_crown(g, box, at::Tensor(), ao);
+    expect_not_looser(a.bounds, crown, kTightTol, name_of(c, at::kFloat) + " 1 iteration");
+    expect_not_looser(crown, a.bounds, kTightTol, name_of(c, at::kFloat) + " crown vs 1 it.");
+  }
+}
+
+TEST(AlphaCrown, ConvnetTighterThanCrownAndSound) {
+  BoundGraph g = io::load_onnx_bytes(io::serialize_onnx_model(io::random_convnet_onnx(16, 3)),
+                                     "<random convnet>");
+  at::Generator gen = at::detail::createCPUGenerator(99);
+  const at::Tensor centre = at::rand({1, 1, 28, 28}, gen, at::TensorOptions().dtype(at::kFloat));
+  const InputBox box{centre - 0.02, centre + 0.02};
+  AlphaOptions ao;
+  ao.iterations = 4;
+  const Interval crown = compute_bounds(g, box, Method::kCrown);
+  const AlphaResult a = alpha_crown(g, box, at::Tensor(), ao);
+  expect_not_looser(a.bounds, crown, kTightTol, "convnet alpha vs crown");
+  const at::Tensor x = sample_box(gen, box.lower, box.upper, 500, 100);
+  expect_contains(a.bounds, outputs(g, x, at::Tensor()), "convnet alpha soundness");
+}
+
+TEST(AlphaCrown, MoreIterationsNeverLooser) {
+  for (const auto& c : kMlps) {
+    BoundGraph g = io::make_random_mlp(c.in, c.hidden, c.depth, c.out, c.seed);
+    at::Generator gen = at::detail::createCPUGenerator(c.seed * 31 + 7);
+    const InputBox box = random_box(gen, c.in, 2 * c.radius, at::kFloat);
+    Interval previous;
+    for (const int n : {1, 2, 5, 9, 16}) {
+      AlphaOptions ao;
+      ao.iterations = n;
+      const Interval b = alpha_crown(g, box, at::Tensor(), ao).bounds;
+      if (previous.lower.defined()) {
+        // Same path for the first iterations, then the best over more of them: exactly not
+        // looser (no tolerance).
+        expect_not_looser(b, previous, 0.0,
+                          name_of(c, at::kFloat) + " " + std::to_string(n) + " iterations");
+      }
+      previous = b;
+    }
+  }
+}
+
+TEST(AlphaCrown, SpecMatrixSoundAndLowerOnly) {
+  for (const auto& c : kMlps) {
+    BoundGraph g = io::make_random_mlp(c.in, c.hidden, c.depth, c.out, c.seed);
+    for (const at::ScalarType t : {at::kFloat, at::kDouble}) {
+      g.to_dtype(t);
+      const std::string what = name_of(c, t) + " with C";
+      at::Generator gen = at::detail::createCPUGenerator(c.seed * 17 + 3);
+      const InputBox box = random_box(gen, c.in, c.radius, t);
+      const at::Tensor C = at::randn({7, c.out}, gen, at::TensorOptions().dtype(t));
+      check_alpha(g, box, C, gen, what);
+
+      AlphaOptions ao;
+      ao.iterations = 10;
+      const AlphaResult lower = alpha_crown(g, box, C, ao, {}, true, false);
+      EXPECT_FALSE(lower.bounds.upper.defined()) << what << ": lower-only has an upper bound";
+      ASSERT_TRUE(lower.bounds.lower.defined()) << what;
+      ASSERT_EQ(lower.bounds.lower.sizes(), at::IntArrayRef({1, C.size(0)})) << what;
+      // And an upper-only run gives no lower bound; its upper is sound.
+      const AlphaResult upper = alpha_crown(g, box, C, ao, {}, false, true);
+      EXPECT_FALSE(upper.bounds.lower.defined()) << what;
+      ASSERT_TRUE(upper.bounds.upper.defined()) << what;
+      const at::Tensor x = sample_box(gen, box.lower, box.upper, 1000, 64);
+      expect_contains(lower.bounds, outputs(g, x, C), what + " lower-only");
+      expect_contains(upper.bounds, outputs(g, x, C), what + " upper-only");
+    }
+  }
+}
+
+TEST(AlphaCrown, LowerOnlyGivesTheTwoSidedLower) {
+  // The lower bounds do not depend on whether the upper bounds were asked for too.
+  for (const auto& c : kMlps) {
+    BoundGraph g = io::make_random_mlp(c.in, c.hidden, c.depth, c.out, c.seed);
+    for (const at::ScalarType t : {at::kFloat, at::kDouble}) {
+      g.to_dtype(t);
+      const std::string what = name_of(c, t) + " with C";
+      at::Generator gen = at::detail::createCPUGenerator(c.seed * 17 + 3);
+      const InputBox box = random_box(gen, c.in, c.radius, t);
+      const at::Tensor C = at::randn({7, c.out}, gen, at::TensorOptions().dtype(t));
+      AlphaOptions ao;
+      ao.iterations = 10;
+      const at::Tensor both = alpha_crown(g, box, C, ao, {}, true, true).bounds.lower;
+      const at::Tensor lower = alpha_crown(g, box, C, ao, {}, true, false).bounds.lower;
+      ASSERT_TRUE(lower.defined()) << what;
+      const at::Tensor l1 = lower.to(at::kDouble);
+      const at::Tensor l2 = both.to(at::kDouble);
+      EXPECT_LE(((l1 - l2).abs() - l2.abs().clamp_min(1.0) * kTightTol).max().item<double>(), 0)
+          << what << ": lower-only minus two-sided lower ranges over ["
+          << fmt((l1 - l2).min().item<double>()) << ", " << fmt((l1 - l2).max().item<double>())
+          << "]";
+    }
+  }
+}
+
+TEST(AlphaCrown, RejectsBadOptions) {
+  BoundGraph g = io::make_random_mlp(3, 8, 2, 2, 1);
+  const InputBox box{at::zeros({1, 3}), at::ones({1, 3})};
+  AlphaOptions ao;
+  ao.iterations = 0;
+  EXPECT_ANY_THROW(alpha_crown(g, box, at::Tensor(), ao));
+  ao.iterations = 3;
+  ao.lr = 0;
+  EXPECT_ANY_THROW(alpha_crown(g, box, at::Tensor(), ao));
+}
+
+// auto_LiRPA's references: every MLP case (the convolutional ones take minutes).
+TEST(AlphaCrownReference, MlpsMatchAutoLirpa) {
+  DISTCROWN_REQUIRE_FIXTURES();
+  int cases = 0;
+  for (const auto& f : testing::reference_files()) {
+    const std::string name = f.stem().string();
+    if (name.rfind("mnist_", 0) != 0 && name.rfind("acasxu_", 0) != 0) continue;
+    SCOPED_TRACE(name);
+    ++cases;
+    const nlohmann::json ref = testing::read_json(f);
+    const BoundGraph g =
+        io::load_onnx((testing::fixtures_dir() / ref["model"].get<std::string>()).string());
+    const InputBox box = testing::reference_box(ref);
+    AlphaOptions ao;
+    ao.iterations = 20;
+    ao.lr = 0.5;
+    const auto start = std::chrono::steady_clock::now();
+    const Interval a = alpha_crown(g, box, at::Tensor(), ao).bounds;
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::cout << "  " << name << ": alpha-crown " << secs << " s\n";
+    const auto vec = [](const at::Tensor& t) {
+      const at::Tensor d = t.to(at::kDouble).contiguous().reshape({-1});
+      return std::vector<double>(d.data_ptr<double>(), d.data_ptr<double>() + d.numel());
+    };
+    const std::vector<double> lo = vec(a.lower);
+    const std::vector<double> hi = vec(a.upper);
+    const auto get = [&](const char* k1, const char* k2) {
+      return ref[k1][k2].get<std::vector<double>>();
+    };
+    const auto crown_lo = get("crown", "lower");
+    const auto crown_hi = get("crown", "upper");
+    const auto ref_lo = get("alpha_crown", "lower");
+    const auto ref_hi = get("alpha_crown", "upper");
+    const auto min = get("sampled", "min");
+    const auto max = get("sampled", "max");
+    ASSERT_EQ(lo.size(), crown_lo.size());
+    for (size_t i = 0; i < lo.size(); ++i) {
+      // At least as tight as auto_LiRPA's CROWN.
+      EXPECT_GE(lo[i], crown_lo[i] - 1e-5 * std::max(1.0, std::abs(crown_lo[i]))) << "lower " << i;
+      EXPECT_LE(hi[i], crown_hi[i] + 1e-5 * std::max(1.0, std::abs(crown_hi[i]))) << "upper " << i;
+      // Sound against the sampled range.
+      EXPECT_LE(lo[i], min[i] + 1e-5 * std::max(1.0, std::abs(min[i]))) << "lower " << i;
+      EXPECT_GE(hi[i], max[i] - 1e-5 * std::max(1.0, std::abs(max[i]))) << "upper " << i;
+      // Where looser than auto_LiRPA's α-CROWN, not by much.
+      EXPECT_GE(lo[i], ref_lo[i] - 2e-2 * std::max(1e-2, std::abs(ref_lo[i]))) << "lower " << i;
+      EXPECT_LE(hi[i], ref_hi[i] + 2e-2 * std::max(1e-2, std::abs(ref_hi[i]))) << "upper " << i;
+    }
+  }
+  EXPECT_GT(cases, 0);
+}
+
+class AlphaCrownCli : public ::testing::Test {
+ protected:
+  testing::ProcessResult run(const std::string& args) {
+    return testing::run_captured(testing::shell_quote(DISTCROWN_CLI_PATH) + " " + args,
+                                 dir_.path());
+  }
+  testing::TempDir dir_;
+};
+
+TEST_F(AlphaCrownCli, BoundsTableOnTheEmbeddedDefault) {
+  const testing::ProcessResult r = run("bounds --method alpha-crown --iterations 5 --lr 0.3");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("alpha-crown"), std::string::npos) << r.out;
+  // Ten rows "Y_j lower upper" with lower <= upper.
+  std::istringstream lines(r.out);
+  std::string line;
+  int rows = 0;
+  while (std::getline(lines, line)) {
+    char name[16];
+    double lo = 0;
+    double hi = 0;
+    if (std::sscanf(line.c_str(), " %15s %lf %lf", name, &lo, &hi) == 3 &&
+        std::string(name) == "Y_" + std::to_string(rows)) {
+      EXPECT_LE(lo, hi) << line;
+      ++rows;
+    }
+  }
+  EXPECT_EQ(rows, 10) << r.out;
+}
+
+TEST_F(AlphaCrownCli, ZeroIterationsIsAUsageError) {
+  const testing::ProcessResult r = run("bounds --method alpha-crown --iterations 0");
+  EXPECT_EQ(r.exit_code, 2) << "stdout:\n" << r.out << "\nstderr:\n" << r.err;
+}
+
+}  // namespace
+}  // namespace distcrown
