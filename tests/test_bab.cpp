@@ -1,0 +1,718 @@
+// Branch and bound (bab/*.hpp): β-CROWN split constraints against a network with the neuron
+// removed and against sampled inputs that satisfy the splits, the concrete counterexample check
+// and the VNN-COMP result text, verify() on trivially true and false properties, timeouts (library
+// and CLI, on a fixture instance nobody decides), counterexamples checked against the constraint
+// as written (not its float32 rounding), ReLU-split BaB that needs rounds to prove a true
+// property, input-split BaB where CROWN alone fails, and deterministic runs.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <iomanip>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+#include <c10/core/GradMode.h>
+#include <gtest/gtest.h>
+
+#include "distcrown/bab/attack.hpp"
+#include "distcrown/bab/bab.hpp"
+#include "distcrown/bab/input_bab.hpp"
+#include "distcrown/bab/objective.hpp"
+#include "distcrown/bab/relu_bab.hpp"
+#include "distcrown/bab/verifier.hpp"
+#include "distcrown/graph/bound_graph.hpp"
+#include "distcrown/graph/param.hpp"
+#include "distcrown/io/problem.hpp"
+#include "distcrown/io/vnnlib.hpp"
+#include "distcrown/methods/alpha_crown.hpp"
+#include "distcrown/methods/crown.hpp"
+#include "distcrown/methods/ibp.hpp"
+#include "distcrown/ops/linear.hpp"
+#include "distcrown/ops/relu.hpp"
+#include "fixtures.hpp"
+#include "process.hpp"
+
+namespace distcrown {
+namespace {
+
+constexpr double kTol = 1e-5;  // relative to max(1, |value|)
+
+class SingleThread : public ::testing::Environment {
+ public:
+  void SetUp() override { at::set_num_threads(1); }
+};
+[[maybe_unused]] const auto* const kSingleThread =
+    ::testing::AddGlobalTestEnvironment(new SingleThread);
+
+std::string fmt(double v) {
+  std::ostringstream s;
+  s << std::setprecision(12) << v;
+  return s.str();
+}
+
+// ---------------------------------------------------------------------------------------------
+// MLPs with explicit weights: the same weights give the graph and a by-hand forward pass.
+
+struct Layer {
+  at::Tensor W;  // [out, in], float64
+  at::Tensor b;  // [out]
+};
+
+// widths = {in, hidden..., out}; PyTorch's default init U(−1/√fan_in, 1/√fan_in).
+std::vector<Layer> random_layers(const std::vector<int64_t>& widths, uint64_t seed) {
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  const auto opts = at::TensorOptions().dtype(at::kDouble);
+  std::vector<Layer> layers;
+  for (size_t i = 0; i + 1 < widths.size(); ++i) {
+    const double k = 1.0 / std::sqrt(double(widths[i]));
+    // Values representable in float32: the by-hand float64 pass uses the graph's weights.
+    const auto f32 = [](const at::Tensor& t) { return t.to(at::kFloat).to(at::kDouble); };
+    layers.push_back({f32(at::rand({widths[i + 1], widths[i]}, gen, opts) * 2 * k - k),
+                      f32(at::rand({widths[i + 1]}, gen, opts) * 2 * k - k)});
+  }
+  return layers;
+}
+
+struct Net {
+  BoundGraph graph;
+  std::vector<int> relus;  // graph index of each ReLU, in layer order
+  std::vector<int> pres;   // its input (the pre-activation)
+};
+
+// Linear -> ReLU for every layer but the last, then Linear; parameters in `dtype`.
+Net build(const std::vector<Layer>& layers, at::ScalarType dtype = at::kFloat) {
+  GraphBuilder b({1, layers.front().W.size(1)});
+  int x = b.input();
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const Layer& l = layers[i];
+    x = b.add("fc" + std::to_string(i),
+              ops::make_linear(make_param(l.W.to(at::kFloat)), make_param(l.b.to(at::kFloat))),
+              {x});
+    if (i + 1 < layers.size()) x = b.add("relu" + std::to_string(i), ops::make_relu(), {x});
+  }
+  Net n{std::move(b).finish(x), {}, {}};
+  n.graph.to_dtype(dtype);
+  for (int i = 1; i < n.graph.size(); ++i) {
+    if (n.graph.node(i).op && n.graph.node(i).op->has_slopes()) {
+      n.relus.push_back(i);
+      n.pres.push_back(n.graph.node(i).inputs.at(0));
+    }
+  }
+  return n;
+}
+
+// Pre-activations of every hidden layer at x [N, in] (float64, by hand): [N, width] each.
+std::vector<at::Tensor> pre_activations(const std::vector<Layer>& layers, const at::Tensor& x) {
+  std::vector<at::Tensor> z;
+  at::Tensor h = x.to(at::kDouble).reshape({x.size(0), -1});
+  for (size_t i = 0; i + 1 < layers.size(); ++i) {
+    z.push_back(at::matmul(h, layers[i].W.t()) + layers[i].b);
+    h = at::relu(z.back());
+  }
+  return z;
+}
+
+at::Tensor uniform_points(at::Generator& gen, const InputBox& box, int64_t n) {
+  const at::Tensor u =
+      at::rand({n, box.lower.size(1)}, gen, at::TensorOptions().dtype(box.lower.scalar_type()));
+  return at::minimum(at::maximum(box.lower + (box.upper - box.lower) * u, box.lower), box.upper);
+}
+
+// C·y at x: [N, K], float64.
+at::Tensor spec_outputs(const BoundGraph& g, const at::Tensor& x, const at::Tensor& C) {
+  c10::NoGradGuard no_grad;
+  const at::Tensor y = g.forward(x.to(g.dtype())).reshape({x.size(0), -1}).to(at::kDouble);
+  return at::matmul(y, C.to(at::kDouble).t());
+}
+
+// Every row of v [N, K] ≥ lower ([1, K]) − kTol·max(1, |v|).
+void expect_above(const at::Tensor& lower, const at::Tensor& v, const std::string& what) {
+  ASSERT_GT(v.size(0), 0) << what << ": no samples";
+  const at::Tensor l = lower.to(at::kDouble).reshape({1, -1});
+  const at::Tensor excess = (l - v) - v.abs().clamp_min(1.0) * kTol;
+  const int64_t worst = excess.reshape({-1}).argmax().item<int64_t>();
+  EXPECT_LE(excess.reshape({-1})[worst].item<double>(), 0.0)
+      << what << ": sample " << worst / v.size(1) << " row " << worst % v.size(1) << " value "
+      << fmt(v.reshape({-1})[worst].item<double>()) << " below the bound "
+      << fmt(l.reshape({-1})[worst % v.size(1)].item<double>()) << " ("
+      << (excess > 0).sum().item<int64_t>() << " of " << v.numel() << ")";
+}
+
+// a ≥ b − kTol·max(1, |b|) elementwise (a never looser), or equal when `equal`.
+void expect_bounds(const at::Tensor& a, const at::Tensor& b, bool equal, const std::string& what) {
+  ASSERT_EQ(a.sizes(), b.sizes()) << what;
+  const at::Tensor ad = a.to(at::kDouble);
+  const at::Tensor bd = b.to(at::kDouble);
+  const at::Tensor slack = bd.abs().clamp_min(1.0) * kTol;
+  const at::Tensor excess = equal ? (ad - bd).abs() - slack : (bd - ad) - slack;
+  EXPECT_LE(excess.max().item<double>(), 0.0) << what << ": got " << ad << "\nreference " << bd;
+}
+
+// [1, n] tensor of the values.
+at::Tensor row(const std::vector<double>& v, at::ScalarType t = at::kFloat) {
+  return at::tensor(v, at::kDouble).to(t).reshape({1, -1});
+}
+
+std::vector<double> as_vector(const at::Tensor& t) {
+  const at::Tensor d = t.to(at::kDouble).contiguous().reshape({-1});
+  return {d.data_ptr<double>(), d.data_ptr<double>() + d.numel()};
+}
+
+InputBox box_around(at::Generator& gen, int64_t in, double radius) {
+  const at::Tensor c = at::randn({1, in}, gen, at::TensorOptions().dtype(at::kDouble));
+  return {(c - radius).to(at::kFloat), (c + radius).to(at::kFloat)};
+}
+
+// Neurons of a pre-activation [1, n] unstable under the given bounds, ordered by how evenly the
+// samples z [N, n] fall on both sides (most even first); at most `count`.
+std::vector<int64_t> unstable_neurons(const Interval& b, const at::Tensor& z, size_t count) {
+  const at::Tensor l = b.lower.reshape({-1}).to(at::kDouble);
+  const at::Tensor u = b.upper.reshape({-1}).to(at::kDouble);
+  const at::Tensor neg = (z <= 0).sum(0).to(at::kDouble);
+  const at::Tensor pos = (z >= 0).sum(0).to(at::kDouble);
+  const at::Tensor balance = at::minimum(neg, pos);
+  std::vector<std::pair<double, int64_t>> order;
+  for (int64_t j = 0; j < l.numel(); ++j) {
+    if (l[j].item<double>() < 0 && u[j].item<double>() > 0) {
+      order.emplace_back(-balance[j].item<double>(), j);
+    }
+  }
+  std::sort(order.begin(), order.end());
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < std::min(count, order.size()); ++i) out.push_back(order[i].second);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// β-CROWN split constraints.
+
+TEST(BetaSplit, InactiveSplitOnLastLayerEqualsTheNeuronRemoved) {
+  // z_j ≤ 0 on the last ReLU layer: the intermediate bounds of every ReLU input are those of the
+  // unsplit network (nothing after the split neuron is a ReLU input), and the neuron outputs 0,
+  // which is what the network with column j of the next weight zeroed computes.
+  for (const at::ScalarType t : {at::kFloat, at::kDouble}) {
+    for (const uint64_t seed : {7, 8}) {
+      const std::string what =
+          std::string(t == at::kFloat ? "f32" : "f64") + " seed " + std::to_string(seed);
+      const std::vector<Layer> layers = random_layers({5, 16, 16, 16, 3}, seed);
+      const Net net = build(layers, t);
+      ASSERT_EQ(net.relus.size(), 3u);
+      at::Generator gen = at::detail::createCPUGenerator(seed + 100);
+      const InputBox box0 = box_around(gen, 5, 1.0);
+      const InputBox box{box0.lower.to(t), box0.upper.to(t)};
+      const at::Tensor C = at::randn({4, 3}, gen, at::TensorOptions().dtype(t));
+      CrownEngine engine(net.graph, box, {});
+      engine.compute_intermediate_bounds();
+      const at::Tensor x = uniform_points(gen, box, 4000);
+      const at::Tensor z = pre_activations(layers, x).back();
+      const auto js = unstable_neurons(engine.bounds(net.pres.back()), z, 3);
+      ASSERT_FALSE(js.empty()) << what << ": no unstable neuron in the last ReLU layer";
+      const at::Tensor y = spec_outputs(net.graph, x, C);
+      for (const int64_t j : js) {
+        SCOPED_TRACE(what + " neuron " + std::to_string(j));
+        const std::vector<bab::NeuronSplit> split{{net.relus.back(), j, false}};
+        const at::Tensor split0 = bab::split_domain_lower_bound(net.graph, box, C, split, 0);
+        std::vector<Layer> removed = layers;
+        removed.back().W = layers.back().W.clone();
+        removed.back().W.select(1, j).zero_();
+        const Net net2 = build(removed, t);
+        const at::Tensor crown2 = compute_bounds(net2.graph, box, Method::kCrown, {}, C).lower;
+        expect_bounds(split0, crown2, true, "split z_j <= 0 vs neuron removed");
+
+        const at::Tensor split20 = bab::split_domain_lower_bound(net.graph, box, C, split, 20);
+        expect_bounds(split20, split0, false, "beta-optimised vs 0 iterations");
+        const at::Tensor in = (z.select(1, j) <= 0).nonzero().reshape({-1});
+        ASSERT_GT(in.numel(), 20) << "samples with z_j <= 0";
+        expect_above(split0, y.index_select(0, in), "0 iterations, samples with z_j <= 0");
+        expect_above(split20, y.index_select(0, in), "20 iterations, samples with z_j <= 0");
+
+        const std::vector<bab::NeuronSplit> active{{net.relus.back(), j, true}};
+        const at::Tensor act0 = bab::split_domain_lower_bound(net.graph, box, C, active, 0);
+        const at::Tensor act20 = bab::split_domain_lower_bound(net.graph, box, C, active, 20);
+        expect_bounds(act20, act0, false, "active: beta-optimised vs 0 iterations");
+        const at::Tensor pos = (z.select(1, j) >= 0).nonzero().reshape({-1});
+        ASSERT_GT(pos.numel(), 20) << "samples with z_j >= 0";
+        expect_above(act0, y.index_select(0, pos), "active, 0 iterations, samples z_j >= 0");
+        expect_above(act20, y.index_select(0, pos), "active, 20 iterations, samples z_j >= 0");
+      }
+    }
+  }
+}
+
+TEST(BetaSplit, SplitsOnEarlierLayersAreSoundWhereTheyHold) {
+  // A split on an early layer only acts on later layers through β (their intermediate bounds
+  // stay those of the unsplit box): the bound must hold on the samples that satisfy every split,
+  // with and without β optimisation, for both signs and for several splits at once.
+  const std::vector<Layer> layers = random_layers({4, 20, 20, 12, 2}, 21);
+  const Net net = build(layers);
+  at::Generator gen = at::detail::createCPUGenerator(5);
+  const InputBox box = box_around(gen, 4, 0.6);
+  const at::Tensor C = at::randn({3, 2}, gen, at::TensorOptions().dtype(at::kFloat));
+  CrownEngine engine(net.graph, box, {});
+  engine.compute_intermediate_bounds();
+  const at::Tensor x = uniform_points(gen, box, 20000);
+  const std::vector<at::Tensor> z = pre_activations(layers, x);
+  const at::Tensor y = spec_outputs(net.graph, x, C);
+  const auto j0 = unstable_neurons(engine.bounds(net.pres[0]), z[0], 2);
+  const auto j1 = unstable_neurons(engine.bounds(net.pres[1]), z[1], 1);
+  ASSERT_EQ(j0.size(), 2u);
+  ASSERT_EQ(j1.size(), 1u);
+  const std::vector<std::vector<bab::NeuronSplit>> cases{
+      {{net.relus[0], j0[0], false}},
+      {{net.relus[0], j0[0], true}},
+      {{net.relus[1], j1[0], false}},
+      {{net.relus[1], j1[0], true}},
+      {{net.relus[0], j0[0], false}, {net.relus[0], j0[1], true}},
+      {{net.relus[0], j0[0], true}, {net.relus[1], j1[0], false}},
+      {{net.relus[0], j0[1], false}, {net.relus[1], j1[0], true}},
+  };
+  for (size_t k = 0; k < cases.size(); ++k) {
+    std::string what = "splits";
+    at::Tensor holds = at::ones({x.size(0)}, at::TensorOptions().dtype(at::kBool));
+    for (const auto& s : cases[k]) {
+      const size_t layer = s.relu_node == net.relus[0] ? 0 : 1;
+      const at::Tensor zj = z[layer].select(1, s.neuron);
+      holds = holds & (s.active ? zj >= 0 : zj <= 0);
+      what +=
+          " L" + std::to_string(layer) + "n" + std::to_string(s.neuron) + (s.active ? "+" : "-");
+    }
+    SCOPED_TRACE(what);
+    const at::Tensor idx = holds.nonzero().reshape({-1});
+    ASSERT_GT(idx.numel(), 20) << "too few samples satisfy the splits";
+    const at::Tensor lb0 = bab::split_domain_lower_bound(net.graph, box, C, cases[k], 0);
+    bab::BabOptions o;
+    o.lr_beta = 0.5;  // large steps: β away from 0 quickly
+    const at::Tensor lb30 = bab::split_domain_lower_bound(net.graph, box, C, cases[k], 30, o);
+    ASSERT_EQ(lb0.sizes(), at::IntArrayRef({1, 3}));
+    expect_bounds(lb30, lb0, false, "optimised vs 0 iterations");
+    expect_above(lb0, y.index_select(0, idx), "0 iterations");
+    expect_above(lb30, y.index_select(0, idx), "30 iterations");
+  }
+}
+
+TEST(BetaSplit, RejectsSplitsThatAreNotReluNeurons) {
+  const std::vector<Layer> layers = random_layers({3, 6, 6, 2}, 1);
+  const Net net = build(layers);
+  const InputBox box{at::zeros({1, 3}), at::ones({1, 3})};
+  const at::Tensor C = at::eye(2);
+  EXPECT_ANY_THROW(bab::split_domain_lower_bound(net.graph, box, C, {{net.pres[0], 0, false}}, 0));
+  EXPECT_ANY_THROW(bab::split_domain_lower_bound(net.graph, box, C, {{net.relus[0], 6, false}}, 0));
+  EXPECT_ANY_THROW(
+      bab::split_domain_lower_bound(net.graph, box, C, {{net.relus[0], -1, false}}, 0));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Counterexamples and result text.
+
+io::VnnlibCase case_of(const InputBox& box, std::vector<io::OutputConjunction> disjuncts) {
+  io::VnnlibCase c;
+  c.input_lower = as_vector(box.lower);
+  c.input_upper = as_vector(box.upper);
+  c.disjuncts = std::move(disjuncts);
+  return c;
+}
+
+std::vector<bab::Objective> objectives(const io::VnnlibCase& c, int64_t n_out,
+                                       at::ScalarType t = at::kFloat) {
+  std::vector<bab::Objective> o;
+  for (const auto& d : c.disjuncts) o.push_back(bab::make_objective(d, n_out, t));
+  return o;
+}
+
+double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+class CheckCandidates : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // Box bounds exactly representable in float32: the clamped points lie in the box as written.
+    box_ = {row({-0.5, -0.25, 0.0}), row({0.5, 0.75, 1.0})};
+    c10::NoGradGuard no_grad;
+    centre_ = (box_.lower + box_.upper) / 2;
+    y_centre_ = as_vector(net_.graph.forward(centre_));
+    const Interval ibp = ibp_bounds(net_.graph, box_, row({1.0, -1.0}));
+    ibp_lower_ = ibp.lower.item<double>();
+    ibp_upper_ = ibp.upper.item<double>();
+  }
+
+  const std::vector<Layer> layers_ = random_layers({3, 8, 8, 2}, 3);
+  const Net net_ = build(layers_);
+  InputBox box_;
+  at::Tensor centre_;
+  std::vector<double> y_centre_;
+  double ibp_lower_ = 0, ibp_upper_ = 0;  // of Y_0 − Y_1
+  const std::vector<double> c_{1.0, -1.0};
+};
+
+TEST_F(CheckCandidates, AcceptsAPointWhereADisjunctHolds) {
+  const io::VnnlibCase c = case_of(box_, {{{{c_, dot(c_, y_centre_) + 1}}}});
+  const auto cex = bab::check_candidates(net_.graph, c, objectives(c, 2), centre_);
+  ASSERT_TRUE(cex.has_value());
+  EXPECT_EQ(cex->x, as_vector(centre_));
+  EXPECT_EQ(cex->y, y_centre_);
+  EXPECT_LE(dot(c_, cex->y), dot(c_, y_centre_) + 1);
+}
+
+TEST_F(CheckCandidates, RejectsPointsWhereNoDisjunctHolds) {
+  // Y_0 − Y_1 ≤ IBP lower − 1 holds nowhere in the box; a second disjunct with two constraints
+  // of which only one holds at the centre.
+  const io::VnnlibCase c = case_of(
+      box_,
+      {{{{c_, ibp_lower_ - 1}}}, {{{c_, dot(c_, y_centre_) + 1}, {{0.0, 1.0}, y_centre_[1] - 1}}}});
+  at::Generator gen = at::detail::createCPUGenerator(1);
+  const at::Tensor x = at::cat({centre_, box_.lower, box_.upper, uniform_points(gen, box_, 50)});
+  const at::Tensor y = spec_outputs(net_.graph, x, at::eye(2));
+  const auto cex = bab::check_candidates(net_.graph, c, objectives(c, 2), x);
+  // Unless some sample happens to satisfy the second disjunct (checked here by hand).
+  const at::Tensor second =
+      (at::matmul(y, at::tensor({1.0, -1.0}, at::kDouble)) <= dot(c_, y_centre_) + 1) &
+      (y.select(1, 1) <= y_centre_[1] - 1);
+  ASSERT_FALSE(second.any().item<bool>()) << "pick other points";
+  EXPECT_FALSE(cex.has_value()) << "accepted x = " << at::tensor(cex->x);
+  // And an empty or undefined candidate set.
+  EXPECT_FALSE(bab::check_candidates(net_.graph, c, objectives(c, 2), at::Tensor()).has_value());
+}
+
+TEST_F(CheckCandidates, PicksTheCandidateThatHolds) {
+  // Y_0 − Y_1 ≤ its minimum over 200 candidates: only the minimiser satisfies it.
+  at::Generator gen = at::detail::createCPUGenerator(2);
+  const at::Tensor x = uniform_points(gen, box_, 200);
+  const at::Tensor v = spec_outputs(net_.graph, x, row({1.0, -1.0}));
+  const int64_t best = v.argmin().item<int64_t>();
+  const double rhs = v[best][0].item<double>();
+  const io::VnnlibCase c = case_of(box_, {{{{c_, rhs}}}});
+  // Objectives in double: the constraint exactly as written (see the file comment on float32).
+  const auto cex = bab::check_candidates(net_.graph, c, objectives(c, 2, at::kDouble), x);
+  ASSERT_TRUE(cex.has_value());
+  EXPECT_EQ(cex->x, as_vector(x[best]));
+  EXPECT_LE(dot(c_, cex->y), rhs);
+}
+
+TEST_F(CheckCandidates, ClampsPointsIntoTheBox) {
+  // A disjunct that holds everywhere: the point returned is the candidate clamped into the box,
+  // with the output at the clamped point.
+  const io::VnnlibCase c = case_of(box_, {{{{c_, ibp_upper_ + 1}}}});
+  const at::Tensor x = row({5.0, -3.0, 0.25});
+  const auto cex = bab::check_candidates(net_.graph, c, objectives(c, 2), x);
+  ASSERT_TRUE(cex.has_value());
+  const std::vector<double> expected{0.5, -0.25, 0.25};
+  EXPECT_EQ(cex->x, expected);
+  c10::NoGradGuard no_grad;
+  EXPECT_EQ(cex->y, as_vector(net_.graph.forward(row({0.5, -0.25, 0.25}))));
+}
+
+TEST(FormatResult, SatListsTheCounterexample) {
+  bab::VerifyResult r;
+  r.verdict = bab::Verdict::kSat;
+  r.counterexample = bab::Counterexample{{0.5, -1.25}, {3.0, 0.125, -2.0}};
+  const std::string s = bab::format_result(r);
+  EXPECT_EQ(s.rfind("sat\n", 0), 0u) << s;
+  EXPECT_EQ(s, "sat\n((X_0 0.5)\n (X_1 -1.25)\n (Y_0 3)\n (Y_1 0.125)\n (Y_2 -2))\n");
+  // Values round-trip in double.
+  r.counterexample = bab::Counterexample{{0.1}, {1.0 / 3.0}};
+  const std::string t = bab::format_result(r);
+  double x = 0, y = 0;
+  ASSERT_EQ(std::sscanf(t.c_str(), "sat\n((X_0 %lf)\n (Y_0 %lf))", &x, &y), 2) << t;
+  EXPECT_EQ(x, 0.1);
+  EXPECT_EQ(y, 1.0 / 3.0);
+}
+
+TEST(FormatResult, OtherVerdictsAreOneLine) {
+  bab::VerifyResult r;
+  r.verdict = bab::Verdict::kUnsat;
+  EXPECT_EQ(bab::format_result(r), "unsat\n");
+  r.verdict = bab::Verdict::kTimeout;
+  EXPECT_EQ(bab::format_result(r), "timeout\n");
+  r.verdict = bab::Verdict::kUnknown;
+  EXPECT_EQ(bab::format_result(r), "unknown\n");
+}
+
+// ---------------------------------------------------------------------------------------------
+// verify().
+
+io::VnnlibProperty property_of(const InputBox& box, int64_t n_out,
+                               std::vector<io::OutputConjunction> disjuncts) {
+  io::VnnlibProperty p;
+  p.source = "<test>";
+  p.num_inputs = box.lower.numel();
+  p.num_outputs = n_out;
+  p.cases.push_back(case_of(box, std::move(disjuncts)));
+  return p;
+}
+
+bool inside(const std::vector<double>& x, const io::VnnlibCase& c) {
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (!(x[i] >= c.input_lower[i] && x[i] <= c.input_upper[i])) return false;
+  }
+  return x.size() == c.input_lower.size();
+}
+
+TEST(Verify, TriviallyTrueIsUnsatTriviallyFalseIsSat) {
+  const std::vector<Layer> layers = random_layers({6, 16, 16, 3}, 4);
+  const Net net = build(layers);
+  at::Generator gen = at::detail::createCPUGenerator(4);
+  const InputBox box = box_around(gen, 6, 0.3);
+  const Interval ibp = ibp_bounds(net.graph, box);
+  c10::NoGradGuard no_grad;
+  const std::vector<double> y0 = as_vector(net.graph.forward((box.lower + box.upper) / 2));
+  const std::vector<double> e0{1.0, 0.0, 0.0};
+  for (const auto split : {bab::SplitMode::kRelu, bab::SplitMode::kInput}) {
+    SCOPED_TRACE(split == bab::SplitMode::kRelu ? "relu splits" : "input splits");
+    bab::VerifyOptions o;
+    o.timeout_s = 60;
+    o.split = split;
+    // Unsafe: Y_0 ≤ IBP lower − 1 — impossible.
+    const auto t = property_of(box, 3, {{{{e0, ibp.lower[0][0].item<double>() - 1}}}});
+    const bab::VerifyResult rt = bab::verify(net.graph, t, o);
+    EXPECT_EQ(bab::to_string(rt.verdict), "unsat") << rt.detail;
+    EXPECT_FALSE(rt.counterexample.has_value());
+    // Unsafe: Y_0 ≤ value at the centre + 1 — the centre is a counterexample.
+    const auto f = property_of(box, 3, {{{{e0, y0[0] + 1}}}});
+    const bab::VerifyResult rf = bab::verify(net.graph, f, o);
+    ASSERT_EQ(bab::to_string(rf.verdict), "sat") << rf.detail;
+    ASSERT_TRUE(rf.counterexample.has_value());
+    EXPECT_TRUE(inside(rf.counterexample->x, f.cases[0]));
+    const at::Tensor x = at::tensor(rf.counterexample->x, at::kDouble).reshape({1, 6});
+    const auto again =
+        bab::check_candidates(net.graph, f.cases[0], objectives(f.cases[0], 3), x.to(at::kFloat));
+    ASSERT_TRUE(again.has_value());
+    // The same point; its output from a forward pass of another batch size (float32 GEMMs
+    // round differently).
+    EXPECT_EQ(again->x, rf.counterexample->x);
+    ASSERT_EQ(again->y.size(), rf.counterexample->y.size());
+    for (size_t j = 0; j < again->y.size(); ++j) {
+      EXPECT_NEAR(again->y[j], rf.counterexample->y[j],
+                  kTol * std::max(1.0, std::abs(again->y[j])));
+    }
+    EXPECT_EQ(bab::format_result(rf).rfind("sat\n((X_0 ", 0), 0u);
+  }
+}
+
+TEST(Verify, TimeoutOnAnUndecidedFixture) {
+  DISTCROWN_REQUIRE_FIXTURES();
+  const auto model = testing::fixtures_dir() / "models" / "mnist_256x6.onnx";
+  const auto spec = testing::fixtures_dir() / "specs" / "mnist_prop_2_0.05.vnnlib";
+  {  // The library.
+    const io::Problem p = io::load_problem(model.string(), spec.string());
+    bab::VerifyOptions o;
+    o.timeout_s = 2;
+    const auto start = std::chrono::steady_clock::now();
+    const bab::VerifyResult r = bab::verify(p.graph, p.property, o);
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(bab::to_string(r.verdict), "timeout") << r.detail;
+    EXPECT_LT(secs, 2 + 5.0) << r.detail;
+    std::cout << "  verify(): " << secs << " s, " << r.detail << "\n";
+  }
+  {  // The CLI.
+    testing::TempDir dir;
+    const auto out = dir / "result.txt";
+    const auto start = std::chrono::steady_clock::now();
+    const testing::ProcessResult r =
+        testing::run_captured(testing::shell_quote(DISTCROWN_CLI_PATH) + " verify --model " +
+                                  testing::shell_quote(model.string()) + " --vnnlib " +
+                                  testing::shell_quote(spec.string()) + " --timeout 3 --result " +
+                                  testing::shell_quote(out.string()),
+                              dir.path());
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_LT(secs, 3 + 5.0) << r.err;
+    std::cout << "  distcrown verify: " << secs << " s\n";
+    const std::string text = testing::read_file(out);
+    EXPECT_EQ(text.substr(0, text.find('\n')), "timeout") << text;
+    EXPECT_EQ(r.out, text);
+  }
+}
+
+TEST(Verify, CounterexampleSatisfiesTheConstraintAsWritten) {
+  // A single point (zero-width box) and a network whose arithmetic is exact there (weights,
+  // biases and input multiples of 1/8): Y_0 = v exactly. The unsafe set Y_0 <= v − 1e-9 is empty
+  // as written, but float32 rounds its rhs to v. "sat" would report a point that violates its
+  // own constraint (attack.hpp: the check is in double).
+  std::vector<Layer> layers = random_layers({3, 4, 2}, 6);
+  for (Layer& l : layers) {
+    l.W = at::round(l.W * 16) / 8;
+    l.b = at::round(l.b * 16) / 8;
+  }
+  const Net net = build(layers);
+  const at::Tensor x = row({0.25, -0.5, 0.75});
+  const double v =
+      at::matmul(at::relu(at::matmul(x.to(at::kDouble), layers[0].W.t()) + layers[0].b),
+                 layers[1].W.t())[0][0]
+          .item<double>() +
+      layers[1].b[0].item<double>();
+  {
+    c10::NoGradGuard no_grad;
+    ASSERT_EQ(net.graph.forward(x)[0][0].item<double>(), v) << "not exact";
+  }
+  const double rhs = v - 1e-9;
+  ASSERT_EQ(double(float(rhs)), v) << "pick another rhs";
+  const io::VnnlibProperty p = property_of({x, x}, 2, {{{{{1.0, 0.0}, rhs}}}});
+  bab::VerifyOptions o;
+  o.timeout_s = 10;
+  o.split = bab::SplitMode::kRelu;
+  const bab::VerifyResult r = bab::verify(net.graph, p, o);
+  EXPECT_NE(bab::to_string(r.verdict), "sat")
+      << "counterexample Y_0 = " << fmt(r.counterexample ? r.counterexample->y[0] : 0.0)
+      << " > rhs " << fmt(rhs) << " (" << r.detail << ")";
+}
+
+std::string status(const bab::BabResult& r) {
+  switch (r.status) {
+    case bab::BabStatus::kProved:
+      return "proved";
+    case bab::BabStatus::kFalsified:
+      return "falsified";
+    case bab::BabStatus::kTimeout:
+      return "timeout";
+    case bab::BabStatus::kUnknown:
+      return "unknown";
+  }
+  return "?";
+}
+
+// Minimum of Y_0 over the box, estimated from above: dense samples, then sign-gradient descent
+// from the best of them.
+double sampled_min(const BoundGraph& g, const InputBox& box, at::Generator& gen, int64_t n) {
+  at::Tensor x = uniform_points(gen, box, n);
+  at::Tensor y;
+  {
+    c10::NoGradGuard no_grad;
+    y = g.forward(x).select(1, 0);
+  }
+  const at::Tensor top = std::get<1>(y.topk(std::min<int64_t>(64, n), 0, false));
+  x = x.index_select(0, top);
+  const at::Tensor width = box.upper - box.lower;
+  double best = y.min().item<double>();
+  for (int step = 0; step < 100; ++step) {
+    const at::Tensor xv = x.detach().requires_grad_(true);
+    c10::AutoGradMode grad(true);
+    const at::Tensor v = g.forward(xv).select(1, 0);
+    best = std::min(best, v.min().item<double>());
+    v.sum().backward();
+    c10::NoGradGuard no_grad;
+    x = at::minimum(
+        at::maximum(x - 0.02 * (1.0 - step / 100.0) * width * xv.grad().sign(), box.lower),
+        box.upper);
+  }
+  return best;
+}
+
+// A true property that α-CROWN cannot prove at the root: Y_0 ≤ rhs unsafe with rhs between the
+// α-CROWN lower bound and the sampled minimum.
+struct HardProperty {
+  Net net;
+  InputBox box;
+  double alpha_lower = 0, minimum = 0, rhs = 0;
+  io::VnnlibProperty property;
+};
+
+HardProperty hard_property(double fraction) {
+  const std::vector<Layer> layers = random_layers({5, 20, 20, 1}, 12);
+  HardProperty h{build(layers), {}, 0, 0, 0, {}};
+  at::Generator gen = at::detail::createCPUGenerator(12);
+  h.box = box_around(gen, 5, 0.5);
+  AlphaOptions ao;  // as verify() at the root
+  h.alpha_lower =
+      alpha_crown(h.net.graph, h.box, at::eye(1), ao, {}, true, false).bounds.lower.item<double>();
+  h.minimum = sampled_min(h.net.graph, h.box, gen, 20000);
+  h.rhs = h.alpha_lower + fraction * (h.minimum - h.alpha_lower);
+  h.property = property_of(h.box, 1, {{{{{1.0}, h.rhs}}}});
+  return h;
+}
+
+TEST(ReluBab, ProvesATruePropertyInRounds) {
+  const HardProperty h = hard_property(0.5);
+  ASSERT_LT(h.alpha_lower, h.rhs) << "alpha-CROWN proves it at the root: not a BaB test";
+  ASSERT_LT(h.rhs, h.minimum);
+  bab::VerifyOptions o;
+  o.timeout_s = 30;
+  o.split = bab::SplitMode::kRelu;
+  const bab::VerifyResult r = bab::verify(h.net.graph, h.property, o);
+  EXPECT_NE(bab::to_string(r.verdict), "sat")
+      << "a counterexample below the sampled minimum " << h.minimum << ": "
+      << (r.counterexample ? r.counterexample->y[0] : 0.0);
+  EXPECT_EQ(bab::to_string(r.verdict), "unsat")
+      << r.detail << " (alpha lower " << h.alpha_lower << ", rhs " << h.rhs << ", min " << h.minimum
+      << ")";
+  // Straight through relu_bab: proved, after at least one round.
+  const auto objs = objectives(h.property.cases[0], 1);
+  const bab::Deadline deadline(30);
+  const bab::BabResult b =
+      bab::relu_bab(h.net.graph, h.property.cases[0], objs[0], objs, bab::BabOptions{}, deadline);
+  EXPECT_EQ(status(b), "proved") << b.reason;
+  EXPECT_GE(b.rounds, 1);
+  EXPECT_GE(b.domains_bounded, 3);
+}
+
+TEST(ReluBab, DeterministicRunsAgree) {
+  const HardProperty h = hard_property(0.95);
+  ASSERT_LT(h.alpha_lower, h.rhs);
+  const auto objs = objectives(h.property.cases[0], 1);
+  bab::BabOptions o;
+  o.deterministic = true;
+  o.max_rounds = 3;
+  o.batch = 4;
+  const auto run = [&] {
+    const bab::Deadline deadline(0);
+    return bab::relu_bab(h.net.graph, h.property.cases[0], objs[0], objs, o, deadline);
+  };
+  const bab::BabResult a = run();
+  const bab::BabResult b = run();
+  EXPECT_NE(status(a), "falsified");
+  EXPECT_NE(status(a), "timeout");
+  EXPECT_LE(a.rounds, 3);
+  EXPECT_GE(a.rounds, 1) << "decided at the root: the comparison covers no branching";
+  EXPECT_EQ(status(a), status(b));
+  EXPECT_EQ(a.rounds, b.rounds);
+  EXPECT_EQ(a.domains_bounded, b.domains_bounded);
+  EXPECT_EQ(a.worst_value, b.worst_value);
+  EXPECT_EQ(a.max_queue, b.max_queue);
+}
+
+TEST(InputBab, ProvesWhatCrownCannot) {
+  const std::vector<Layer> layers = random_layers({2, 16, 16, 1}, 9);
+  Net net = build(layers, at::kDouble);
+  const InputBox box{at::full({1, 2}, -1.0, at::kDouble), at::full({1, 2}, 1.0, at::kDouble)};
+  // Minimum on a 401 x 401 grid (spacing 0.005).
+  const at::Tensor g1 = at::linspace(-1.0, 1.0, 401, at::kDouble);
+  const auto mesh = at::meshgrid({g1, g1}, "ij");
+  const at::Tensor grid = at::stack({mesh[0].reshape({-1}), mesh[1].reshape({-1})}, 1);
+  double minimum = 0;
+  {
+    c10::NoGradGuard no_grad;
+    minimum = net.graph.forward(grid).min().item<double>();
+  }
+  const double crown = compute_bounds(net.graph, box, Method::kCrown).lower.item<double>();
+  const double rhs = crown + 0.5 * (minimum - crown);
+  ASSERT_LT(crown, rhs) << "CROWN proves it at the root";
+  ASSERT_GT(minimum - rhs, 1e-3) << "too close to the minimum to be sure it is true";
+  const io::VnnlibProperty p = property_of(box, 1, {{{{{1.0}, rhs}}}});
+  bab::VerifyOptions o;
+  o.timeout_s = 30;
+  o.split = bab::SplitMode::kInput;
+  const bab::VerifyResult r = bab::verify(net.graph, p, o);
+  EXPECT_EQ(bab::to_string(r.verdict), "unsat")
+      << r.detail << " (crown " << crown << ", rhs " << rhs << ", grid min " << minimum << ")";
+  EXPECT_GT(r.domains_bounded, 1);
+  // input_bab alone: proved, in rounds.
+  const auto objs = objectives(p.cases[0], 1, at::kDouble);
+  const bab::Deadline deadline(30);
+  const bab::BabResult b = bab::input_bab(net.graph, p.cases[0], objs[0], objs, {}, deadline);
+  EXPECT_EQ(status(b), "proved") << b.reason;
+  EXPECT_GE(b.rounds, 1);
+}
+
+}  // namespace
+}  // namespace distcrown
