@@ -356,7 +356,7 @@ class CheckCandidates : public ::testing::Test {
 
 TEST_F(CheckCandidates, AcceptsAPointWhereADisjunctHolds) {
   const io::VnnlibCase c = case_of(box_, {{{{c_, dot(c_, y_centre_) + 1}}}});
-  const auto cex = bab::check_candidates(net_.graph, c, objectives(c, 2), centre_);
+  const auto cex = bab::check_candidates(net_.graph, c, centre_);
   ASSERT_TRUE(cex.has_value());
   EXPECT_EQ(cex->x, as_vector(centre_));
   EXPECT_EQ(cex->y, y_centre_);
@@ -372,7 +372,7 @@ TEST_F(CheckCandidates, RejectsPointsWhereNoDisjunctHolds) {
   at::Generator gen = at::detail::createCPUGenerator(1);
   const at::Tensor x = at::cat({centre_, box_.lower, box_.upper, uniform_points(gen, box_, 50)});
   const at::Tensor y = spec_outputs(net_.graph, x, at::eye(2));
-  const auto cex = bab::check_candidates(net_.graph, c, objectives(c, 2), x);
+  const auto cex = bab::check_candidates(net_.graph, c, x);
   // Unless some sample happens to satisfy the second disjunct (checked here by hand).
   const at::Tensor second =
       (at::matmul(y, at::tensor({1.0, -1.0}, at::kDouble)) <= dot(c_, y_centre_) + 1) &
@@ -380,7 +380,7 @@ TEST_F(CheckCandidates, RejectsPointsWhereNoDisjunctHolds) {
   ASSERT_FALSE(second.any().item<bool>()) << "pick other points";
   EXPECT_FALSE(cex.has_value()) << "accepted x = " << at::tensor(cex->x);
   // And an empty or undefined candidate set.
-  EXPECT_FALSE(bab::check_candidates(net_.graph, c, objectives(c, 2), at::Tensor()).has_value());
+  EXPECT_FALSE(bab::check_candidates(net_.graph, c, at::Tensor()).has_value());
 }
 
 TEST_F(CheckCandidates, PicksTheCandidateThatHolds) {
@@ -392,7 +392,7 @@ TEST_F(CheckCandidates, PicksTheCandidateThatHolds) {
   const double rhs = v[best][0].item<double>();
   const io::VnnlibCase c = case_of(box_, {{{{c_, rhs}}}});
   // Objectives in double: the constraint exactly as written (see the file comment on float32).
-  const auto cex = bab::check_candidates(net_.graph, c, objectives(c, 2, at::kDouble), x);
+  const auto cex = bab::check_candidates(net_.graph, c, x);
   ASSERT_TRUE(cex.has_value());
   EXPECT_EQ(cex->x, as_vector(x[best]));
   EXPECT_LE(dot(c_, cex->y), rhs);
@@ -403,7 +403,7 @@ TEST_F(CheckCandidates, ClampsPointsIntoTheBox) {
   // with the output at the clamped point.
   const io::VnnlibCase c = case_of(box_, {{{{c_, ibp_upper_ + 1}}}});
   const at::Tensor x = row({5.0, -3.0, 0.25});
-  const auto cex = bab::check_candidates(net_.graph, c, objectives(c, 2), x);
+  const auto cex = bab::check_candidates(net_.graph, c, x);
   ASSERT_TRUE(cex.has_value());
   const std::vector<double> expected{0.5, -0.25, 0.25};
   EXPECT_EQ(cex->x, expected);
@@ -484,7 +484,7 @@ TEST(Verify, TriviallyTrueIsUnsatTriviallyFalseIsSat) {
     EXPECT_TRUE(inside(rf.counterexample->x, f.cases[0]));
     const at::Tensor x = at::tensor(rf.counterexample->x, at::kDouble).reshape({1, 6});
     const auto again =
-        bab::check_candidates(net.graph, f.cases[0], objectives(f.cases[0], 3), x.to(at::kFloat));
+        bab::check_candidates(net.graph, f.cases[0], x.to(at::kFloat));
     ASSERT_TRUE(again.has_value());
     // The same point; its output from a forward pass of another batch size (float32 GEMMs
     // round differently).

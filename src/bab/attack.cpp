@@ -23,21 +23,24 @@ std::vector<double> to_vector(const at::Tensor& t) {
 }  // namespace
 
 std::optional<Counterexample> check_candidates(const BoundGraph& g, const io::VnnlibCase& c,
-                                               const std::vector<Objective>& disjuncts,
                                                const at::Tensor& x) {
   if (!x.defined() || x.numel() == 0) return std::nullopt;
   c10::NoGradGuard no_grad;
-  const auto [lo, hi] = box_tensors(g, c);
   const int64_t N = x.size(0);
-  const at::Tensor xs = at::maximum(at::minimum(x.detach().to(lo.options()), hi), lo);
-  const at::Tensor y = g.forward(xs).reshape({N, -1});
-  // The input must lie in the box as written in the file (double), not only as rounded.
-  const at::Tensor xd = xs.reshape({N, -1}).to(at::kDouble).cpu();
-  const at::Tensor inside =
-      ((xd >= at::tensor(c.input_lower, at::kDouble)) & (xd <= at::tensor(c.input_upper, at::kDouble)))
-          .all(1);
-  for (const Objective& d : disjuncts) {
-    const at::Tensor ok = (margins(d, y).cpu() <= 0) & inside;  // [N]
+  const at::Tensor lo = at::tensor(c.input_lower, at::kDouble);  // [n], as written
+  const at::Tensor hi = at::tensor(c.input_upper, at::kDouble);
+  const at::Tensor xd = at::maximum(at::minimum(x.detach().cpu().to(at::kDouble).reshape({N, -1}), hi), lo);
+  // Rounding to the graph's dtype may step outside the box: step back inside then.
+  at::Tensor xs = xd.to(g.dtype());
+  xs = at::where(xs.to(at::kDouble) > hi, at::nextafter(xs, at::full_like(xs, -1e30)), xs);
+  xs = at::where(xs.to(at::kDouble) < lo, at::nextafter(xs, at::full_like(xs, 1e30)), xs);
+  const at::Tensor inside = ((xs.to(at::kDouble) >= lo) & (xs.to(at::kDouble) <= hi)).all(1);
+  std::vector<int64_t> shape(g.input_shape().begin(), g.input_shape().end());
+  shape[0] = N;
+  const at::Tensor y = g.forward(xs.reshape(shape).to(g.device())).reshape({N, -1});
+  for (const auto& d : c.disjuncts) {
+    const Objective exact = make_objective(d, y.size(1), at::kDouble);
+    const at::Tensor ok = (margins(exact, y).cpu() <= 0) & inside;  // [N]
     if (ok.any().item<bool>()) {
       const int64_t i = ok.nonzero().reshape({-1})[0].item<int64_t>();
       return Counterexample{to_vector(xs[i]), to_vector(y[i])};
@@ -63,11 +66,12 @@ std::optional<Counterexample> pgd_attack(const BoundGraph& g, const io::VnnlibCa
   }
   if (starts.defined() && starts.numel() > 0) parts.push_back(starts.detach().to(lo.options()));
   at::Tensor x = at::cat(parts, 0);
-  if (auto cex = check_candidates(g, c, disjuncts, x)) return cex;
+  if (auto cex = check_candidates(g, c, x)) return cex;
   if (options.steps == 0 || disjuncts.empty()) return std::nullopt;
   const int64_t N = x.size(0);
   // Each start attacks the disjunct closest to holding there.
   for (int step = 0; step < options.steps; ++step) {
+    if (options.stop_at && std::chrono::steady_clock::now() >= *options.stop_at) break;
     at::Tensor xv = x.detach().requires_grad_(true);
     at::Tensor loss;
     {
@@ -92,7 +96,7 @@ std::optional<Counterexample> pgd_attack(const BoundGraph& g, const io::VnnlibCa
       x = at::maximum(at::minimum(x, hi), lo);
     }
     if ((step + 1) % 10 == 0 || step + 1 == options.steps) {
-      if (auto cex = check_candidates(g, c, disjuncts, x)) return cex;
+      if (auto cex = check_candidates(g, c, x)) return cex;
     }
   }
   return std::nullopt;

@@ -79,7 +79,7 @@ BabResult input_bab(const BoundGraph& g, const io::VnnlibCase& c, const Objectiv
     engine.compute_intermediate_bounds();
     const at::Tensor lb = engine.output_bounds(objective.C, true, false).lower;  // [B, K]
     res.domains_bounded += B;
-    const at::Tensor gap = lb - objective.rhs.to(lb.options());                  // [B, K]
+    const at::Tensor gap = lb.to(at::kDouble) - objective.rhs;                   // [B, K]
     const at::Tensor best_row = gap.argmax(1);                                   // [B]
     const at::Tensor values = gap.amax(1).to(at::kDouble).contiguous();
     // [K', B, *in] -> [B, K, n]
@@ -107,7 +107,7 @@ BabResult input_bab(const BoundGraph& g, const io::VnnlibCase& c, const Objectiv
   {
     std::vector<Box> first{{root.lower, root.upper, 0, -1, next_id++}};
     const at::Tensor corners = bound(first);
-    if (auto cex = check_candidates(g, c, disjuncts, corners)) {
+    if (auto cex = check_candidates(g, c, corners)) {
       res.counterexample = cex;
       return done(BabStatus::kFalsified);
     }
@@ -155,7 +155,7 @@ BabResult input_bab(const BoundGraph& g, const io::VnnlibCase& c, const Objectiv
       for (const Box& b : children) centres.push_back((b.lower + b.upper) / 2);
       candidates = at::cat({corners, at::cat(centres, 0)}, 0);
     }
-    if (auto cex = check_candidates(g, c, disjuncts, candidates)) {
+    if (auto cex = check_candidates(g, c, candidates)) {
       res.counterexample = cex;
       return done(BabStatus::kFalsified);
     }

@@ -17,14 +17,16 @@ Objective make_objective(const io::OutputConjunction& d, int64_t num_outputs,
     rhs.push_back(k.rhs);
   }
   return {at::tensor(c, at::kDouble).reshape({K, num_outputs}).to(dtype),
-          at::tensor(rhs, at::kDouble).to(dtype)};
+          at::tensor(rhs, at::kDouble)};
 }
 
 at::Tensor domain_values(const Objective& o, const at::Tensor& lower) {
   if (o.rhs.numel() == 0) {
-    return at::full({lower.size(0)}, -std::numeric_limits<double>::infinity(), lower.options());
+    return at::full({lower.size(0)}, -std::numeric_limits<double>::infinity(),
+                    lower.options().dtype(at::kDouble));
   }
-  return (lower - o.rhs.to(lower.options())).amax(1);
+  const at::Tensor l = lower.to(at::kDouble);
+  return (l - o.rhs.to(l.device())).amax(1);
 }
 
 at::Tensor margins(const Objective& o, const at::Tensor& y) {

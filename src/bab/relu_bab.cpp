@@ -229,6 +229,7 @@ Domain ReluBab::root() {
   AlphaOptions ao;
   ao.iterations = o_.root_iterations;
   ao.lr = o_.root_lr;
+  ao.stop_at = deadline_.stop_at();
   const AlphaResult a = alpha_crown(g_, box_, obj_.C, ao, bo_, true, false);
   Domain d;
   for (size_t r = 0; r < relus_.size(); ++r) {
@@ -356,7 +357,7 @@ std::optional<Counterexample> ReluBab::attack_from(const std::vector<Domain>& ds
   }
   if (points.empty()) return std::nullopt;
   const at::Tensor x = at::cat(points, 0);
-  if (auto cex = check_candidates(g_, case_, disjuncts_, x)) return cex;
+  if (auto cex = check_candidates(g_, case_, x)) return cex;
   if (!with_pgd) return std::nullopt;
   AttackOptions ao = o_.attack;
   ao.restarts = 0;
@@ -471,7 +472,7 @@ at::Tensor split_domain_lower_bound(const BoundGraph& g, const InputBox& box, co
   };
   c.input_lower = as_vector(box.lower);
   c.input_upper = as_vector(box.upper);
-  const Objective obj{C.to(g.dtype()), at::zeros({C.size(0)}, C.options().dtype(g.dtype()))};
+  const Objective obj{C.to(g.dtype()), at::zeros({C.size(0)}, at::kDouble)};
   const std::vector<Objective> none;
   const Deadline no_deadline(0);
   ReluBab bab(g, c, obj, none, options, no_deadline, bound_options);

@@ -50,8 +50,10 @@ VerifyResult verify(const BoundGraph& g, const io::VnnlibProperty& property,
   for (const auto& c : property.cases) objectives.push_back(objectives_of(c, n_out, g.dtype()));
 
   // 1. Attack every box.
+  VerifyOptions o = options;
+  o.bab.attack.stop_at = deadline.stop_at();
   for (size_t i = 0; i < property.cases.size(); ++i) {
-    if (auto cex = pgd_attack(g, property.cases[i], objectives[i], options.bab.attack)) {
+    if (auto cex = pgd_attack(g, property.cases[i], objectives[i], o.bab.attack)) {
       r.counterexample = cex;
       return finish(Verdict::kSat, "PGD attack");
     }
@@ -81,6 +83,7 @@ VerifyResult verify(const BoundGraph& g, const io::VnnlibProperty& property,
       AlphaOptions ao;
       ao.iterations = options.bab.root_iterations;
       ao.lr = options.bab.root_lr;
+      ao.stop_at = deadline.stop_at();
       const at::Tensor lb =
           alpha_crown(g, box, at::cat(C, 0), ao, options.bound, true, false).bounds.lower;
       int64_t row = 0;
@@ -95,8 +98,8 @@ VerifyResult verify(const BoundGraph& g, const io::VnnlibProperty& property,
       if (proved[d]) continue;
       if (deadline.expired()) return finish(Verdict::kTimeout, "timeout before every disjunct was proved");
       const BabResult b =
-          input_split ? input_bab(g, c, objs[d], objs, options.bab, deadline, options.bound)
-                      : relu_bab(g, c, objs[d], objs, options.bab, deadline, options.bound);
+          input_split ? input_bab(g, c, objs[d], objs, o.bab, deadline, options.bound)
+                      : relu_bab(g, c, objs[d], objs, o.bab, deadline, options.bound);
       r.domains_bounded += b.domains_bounded;
       rounds += b.rounds;
       switch (b.status) {

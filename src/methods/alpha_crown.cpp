@@ -78,10 +78,16 @@ AlphaResult alpha_crown(const BoundGraph& g, const InputBox& box, const at::Tens
   c10::AutoGradMode grad_on(true);
   AlphaResult result;
   result.intermediate.resize(size_t(g.size()));
+  const auto out_of_time = [&] {
+    return alpha.stop_at && std::chrono::steady_clock::now() >= *alpha.stop_at;
+  };
   // auto_LiRPA optimises the upper bounds first, then the lower bounds, each from fresh α.
   for (const bool lower_side : {false, true}) {
     if (lower_side ? !lower : !upper) continue;
     AlphaSlopes slopes(g, spec_rows);
+    // This side's best intermediate bounds: the reference of its next iteration. Each side
+    // starts from CROWN's, so a lower-only run gives the lower bounds of a two-sided one.
+    std::vector<std::optional<Interval>> side_best(size_t(g.size()));
     Adam adam(alpha.lr);
     at::Tensor best;  // [batch, spec]
     double best_loss = std::numeric_limits<double>::infinity();
@@ -91,8 +97,8 @@ AlphaResult alpha_crown(const BoundGraph& g, const InputBox& box, const at::Tens
       engine.set_hook(&slopes);
       // auto_LiRPA: the best intermediate bounds so far are the reference of the sparse scheme.
       for (int i = 1; i < g.size(); ++i) {
-        if (it > 0 && result.intermediate[size_t(i)] && g.is_pre_activation(i)) {
-          engine.set_reference_bounds(i, *result.intermediate[size_t(i)]);
+        if (it > 0 && side_best[size_t(i)] && g.is_pre_activation(i)) {
+          engine.set_reference_bounds(i, *side_best[size_t(i)]);
         }
       }
       engine.compute_intermediate_bounds();
@@ -109,7 +115,7 @@ AlphaResult alpha_crown(const BoundGraph& g, const InputBox& box, const at::Tens
       if (loss_value < best_loss) {
         for (int i = 1; i < g.size(); ++i) {
           if (i == g.output()) continue;
-          auto& slot = result.intermediate[size_t(i)];
+          auto& slot = side_best[size_t(i)];
           const Interval now = detached(engine.bounds(i));
           slot = slot ? tighter(*slot, now) : now;
         }
@@ -128,13 +134,19 @@ AlphaResult alpha_crown(const BoundGraph& g, const InputBox& box, const at::Tens
         break;
       }
       const std::vector<at::Tensor> params = slopes.parameters();
-      if (it + 1 == alpha.iterations || params.empty() || !loss.requires_grad()) break;
+      if (it + 1 == alpha.iterations || params.empty() || !loss.requires_grad() || out_of_time()) {
+        break;
+      }
       loss.backward();
       adam.step(params);
       slopes.project();
       adam.decay(alpha.lr_decay);
     }
     (lower_side ? result.bounds.lower : result.bounds.upper) = best;
+    for (size_t i = 0; i < side_best.size(); ++i) {
+      auto& slot = result.intermediate[i];
+      if (side_best[i]) slot = slot ? tighter(*slot, *side_best[i]) : *side_best[i];
+    }
   }
   return result;
 }

@@ -1,6 +1,7 @@
 #pragma once
 // Falsification: projected gradient descent (PGD) on the property's violation margin, and the
 // concrete check every counterexample passes before "sat" is reported.
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -18,11 +19,11 @@ struct Counterexample {
   std::vector<double> y;  // the network's output at x (concrete forward pass), Y_0..Y_{m-1}
 };
 
-/// Checks candidate inputs x [N, *input_shape]: each is clamped into the case's box, run through
-/// the network (concrete forward) and returned when its output satisfies some disjunct of the
-/// case (all of that disjunct's constraints, evaluated in double). The one check behind "sat".
+/// Checks candidate inputs x [N, *input_shape]: each is clamped into the case's box as written
+/// (double) and stored in the graph's dtype without leaving it, run through the network (concrete
+/// forward), and returned when its output satisfies some disjunct of the case — every constraint
+/// as written in the file, evaluated in double. The one check behind "sat".
 std::optional<Counterexample> check_candidates(const BoundGraph& g, const io::VnnlibCase& c,
-                                               const std::vector<Objective>& disjuncts,
                                                const at::Tensor& x);
 
 struct AttackOptions {
@@ -30,6 +31,8 @@ struct AttackOptions {
   int steps = 100;
   double step_fraction = 0.1;  // initial step as a fraction of each input's box width
   uint64_t seed = 0;
+  /// Give up at this time.
+  std::optional<std::chrono::steady_clock::time_point> stop_at;
 };
 
 /// PGD over the case's box minimising, for each disjunct, its margin (then the best); the

@@ -52,6 +52,12 @@ class Deadline {
   }
   [[nodiscard]] bool expired() const { return seconds_ > 0 && elapsed() >= seconds_; }
   [[nodiscard]] double seconds() const { return seconds_; }
+  /// The moment it expires; none without a limit.
+  [[nodiscard]] std::optional<std::chrono::steady_clock::time_point> stop_at() const {
+    if (seconds_ <= 0) return std::nullopt;
+    return start_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                        std::chrono::duration<double>(seconds_));
+  }
 
  private:
   std::chrono::steady_clock::time_point start_;

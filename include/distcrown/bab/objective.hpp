@@ -12,17 +12,17 @@
 namespace distcrown::bab {
 
 struct Objective {
-  at::Tensor C;    // [K, n_out] rows of the conjunction
-  at::Tensor rhs;  // [K]
+  at::Tensor C;    // [K, n_out] rows of the conjunction, in the graph's dtype
+  at::Tensor rhs;  // [K], double: thresholds are compared exactly as written, never rounded
 };
 
-/// The disjunct as an Objective in `dtype`. A disjunct without constraints (every output unsafe)
+/// The disjunct as an Objective with C in `dtype`. A disjunct without constraints (every output unsafe)
 /// has K = 0: nothing can prove it.
 Objective make_objective(const io::OutputConjunction& d, int64_t num_outputs,
                          at::ScalarType dtype);
 
-/// Domain values from lower bounds of C·y ([batch, K]): max_k (lb_k − rhs_k), [batch]. −inf when
-/// K = 0.
+/// Domain values from lower bounds of C·y ([batch, K]): max_k (lb_k − rhs_k) in double, [batch].
+/// −inf when K = 0.
 at::Tensor domain_values(const Objective& o, const at::Tensor& lower);
 
 /// Violation margins at concrete outputs y [N, n_out]: max_k (c_k·y − rhs_k), [N]; the disjunct

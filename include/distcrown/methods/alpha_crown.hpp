@@ -7,6 +7,7 @@
 // Upper and lower output bounds are optimised separately (upper first); every iteration recomputes
 // all intermediate bounds with the current α. Every iteration's bounds are sound, so the result is
 // the elementwise best over the iterations — never looser than CROWN (iteration 0 is CROWN).
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -26,6 +27,8 @@ struct AlphaOptions {
   double lr_decay = 0.98;
   /// Stop after more than this many iterations without improvement of the summed bound.
   int early_stop_patience = 10;
+  /// Stop optimising at this time (the best bounds so far are returned).
+  std::optional<std::chrono::steady_clock::time_point> stop_at;
 };
 
 /// The α tensors, created on first use from the node's CROWN slopes.
