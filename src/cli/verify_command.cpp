@@ -32,7 +32,7 @@ struct VerifyArgs {
   uint64_t seed = 0;
   bool quiet = false;
   std::string intermediate = "auto";
-  std::string dtype = "auto";
+  std::string dtype = "float32";
   int threads = 1;
 };
 
@@ -77,13 +77,7 @@ int run_verify(const VerifyArgs& a) {
                        (a.intermediate == "auto" && a.split != "relu" &&
                         in.problem.graph.input_numel() <= o.input_split_max_inputs);
     o.bound.scheme = tight ? IntermediateScheme::kTight : IntermediateScheme::kAutoLirpa;
-    // Input splitting drives boxes down to where float32 rounding of the bounds (~1e-7·|y|)
-    // decides near-tight properties; the small networks it is used on cost little in float64.
-    const bool small = a.split != "relu" &&
-                       in.problem.graph.input_numel() <= o.input_split_max_inputs;
-    if (a.dtype == "float64" || (a.dtype == "auto" && small)) {
-      in.problem.graph.to_dtype(at::kDouble);
-    }
+    if (a.dtype == "float64") in.problem.graph.to_dtype(at::kDouble);
     o.split = a.split == "input"  ? bab::SplitMode::kInput
               : a.split == "relu" ? bab::SplitMode::kRelu
                                   : bab::SplitMode::kAuto;
@@ -143,8 +137,8 @@ Action add_verify_command(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "auto_lirpa", "tight"}))
       ->capture_default_str();
   cmd->add_option("--dtype", args->dtype,
-                  "auto (float64 with input splitting, else float32), float32 or float64")
-      ->check(CLI::IsMember({"auto", "float32", "float64"}))
+                  "float32 or float64 (bounds and forward passes)")
+      ->check(CLI::IsMember({"float32", "float64"}))
       ->capture_default_str();
   cmd->add_option("--threads", args->threads, "intra-op (OpenMP) threads")
       ->check(CLI::PositiveNumber)
