@@ -32,11 +32,16 @@ int main(int argc, char** argv) {
   int64_t rounds = 10;
   std::vector<int64_t> batches{128, 256, 512};
   int threads = 1;
+  std::string branching = "fsb";
+  int iterations = 20;
   app.add_option("--model", model)->check(CLI::ExistingFile);
   app.add_option("--vnnlib", vnnlib)->check(CLI::ExistingFile);
   app.add_option("--rounds", rounds)->check(CLI::PositiveNumber);
   app.add_option("--batch", batches)->delimiter(',');
   app.add_option("--threads", threads, "intra-op threads")->check(CLI::PositiveNumber);
+  app.add_option("--branching", branching)->check(CLI::IsMember({"babsr", "fsb"}));
+  app.add_option("--iterations", iterations, "alpha/beta steps per round")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
   at::set_num_threads(threads);
   c10::NoGradGuard no_grad;
@@ -48,8 +53,10 @@ int main(int argc, char** argv) {
     objs.push_back(bab::make_objective(d, p.graph.output_numel(), p.graph.dtype()));
   }
   const int64_t weights = p.graph.param_bytes();
-  std::printf("model %s, property %s, %lld rounds, deterministic, 1 disjunct, %d thread(s)\n",
-              model.c_str(), vnnlib.c_str(), static_cast<long long>(rounds), threads);
+  std::printf("model %s, property %s, %lld rounds, deterministic, %s, %d alpha/beta steps, "
+              "1 disjunct, %d thread(s)\n",
+              model.c_str(), vnnlib.c_str(), static_cast<long long>(rounds), branching.c_str(),
+              iterations, threads);
   std::printf("%6s %9s %9s %9s %9s %9s %9s %9s %7s %8s %s\n", "batch", "peak MB", "weights",
               "alpha", "beta", "bounds", "splits", "A+temp", "rounds", "time s", "status");
   for (const int64_t batch : batches) {
@@ -58,6 +65,8 @@ int main(int argc, char** argv) {
     o.deterministic = true;
     o.max_rounds = rounds;
     o.attack_every = 0;
+    o.branching = branching == "babsr" ? bab::Branching::kBabsr : bab::Branching::kFsb;
+    o.iterations = iterations;
     for (size_t d = 0; d < objs.size(); ++d) {
       const int64_t baseline = memory::live_bytes();
       memory::reset_peak();

@@ -29,6 +29,11 @@ struct Domain {
   int64_t id = 0;                        // creation order: ties in the queue go to the oldest
 };
 
+BoundOptions without_row_alignment(BoundOptions o) {
+  o.align_rows = false;
+  return o;
+}
+
 // Heap order: the worst (lowest) value on top.
 bool worse_first(const Domain& a, const Domain& b) {
   return a.value != b.value ? a.value > b.value : a.id > b.id;
@@ -78,7 +83,7 @@ class ReluBab {
         disjuncts_(disjuncts),
         o_(o),
         deadline_(deadline),
-        bo_(bo),
+        bo_(without_row_alignment(bo)),
         box_(io::box_of(c, g, g.dtype())),
         progress_(o.progress, deadline) {
     for (int i = 1; i < g.size(); ++i) {
@@ -328,8 +333,16 @@ std::vector<std::pair<size_t, int64_t>> ReluBab::choose(const std::vector<Domain
     }
   }
   if (trial.empty()) return picks;
-  const Bounded b = bound(trial, 0, false);
-  const auto v = b.values.to(at::kDouble).contiguous();
+  // In pieces no larger than the children of a round, so that FSB's trial (2·k children per
+  // parent) never holds more at once than the round's own bounding does.
+  std::vector<at::Tensor> pieces;
+  const auto piece = size_t(2 * o_.batch);
+  for (size_t s = 0; s < trial.size(); s += piece) {
+    std::vector<Domain> part(std::make_move_iterator(trial.begin() + long(s)),
+                             std::make_move_iterator(trial.begin() + long(std::min(trial.size(), s + piece))));
+    pieces.push_back(bound(part, 0, false).values);
+  }
+  const auto v = at::cat(pieces).to(at::kDouble).contiguous();
   std::vector<double> best(parents.size(), -std::numeric_limits<double>::infinity());
   for (size_t t = 0; t < owner.size(); ++t) {
     const double worse = std::min(v[int64_t(2 * t)].item<double>(), v[int64_t(2 * t + 1)].item<double>());

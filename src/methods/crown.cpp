@@ -182,7 +182,8 @@ Interval CrownEngine::chunked(int start, const at::Tensor& idx, const RowMaker& 
   std::vector<at::Tensor> upper;
   for (int64_t s = 0; s < k; s += chunk) {
     const int64_t rows = std::min(k, s + chunk) - s;
-    const at::Tensor pass_idx = pad_rows(idx.slice(0, s, s + rows));
+    const at::Tensor slice = idx.slice(0, s, s + rows);
+    const at::Tensor pass_idx = opt_.align_rows ? pad_rows(slice) : slice;
     at::Tensor A = make_rows(pass_idx);
     BoundA a{sides.lower ? A : at::Tensor(), sides.upper ? A : at::Tensor()};
     A = at::Tensor();  // the pass owns the start matrix and frees it after its first step

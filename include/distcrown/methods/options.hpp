@@ -34,6 +34,11 @@ struct BoundOptions {
   int64_t crown_batch_size = 0;
   /// Fraction of unstable neurons above which all neurons of a layer get CROWN bounds.
   double minimum_sparsity = 0.9;
+  /// Pad every backward pass to a multiple of 8 rows so that a row's bits do not depend on the
+  /// rows beside it (chunking and spec-parallel splitting stay bitwise equal to one pass;
+  /// docs/architecture.md). Branch and bound, whose passes have a row or two and a large batch,
+  /// turns it off: padding one row to eight multiplies its A matrices by eight.
+  bool align_rows = true;
   /// Bounds of neurons inside tensor-parallel zones.
   ShardedIntermediate sharded_intermediate = ShardedIntermediate::kCrown;
 };
