@@ -57,7 +57,8 @@ BabResult input_bab(const BoundGraph& g, const io::VnnlibCase& c, const Objectiv
     res.reason = "a disjunct without output constraints holds everywhere";
     return done(BabStatus::kUnknown);
   }
-  const InputBox root = io::box_of(c, g, g.dtype());
+  const InputBox cpu_root = io::box_of(c, g, g.dtype());
+  const InputBox root{cpu_root.lower.to(g.device()), cpu_root.upper.to(g.device())};
   Progress progress(options.progress, deadline);
   int64_t next_id = 0;
 
@@ -79,7 +80,7 @@ BabResult input_bab(const BoundGraph& g, const io::VnnlibCase& c, const Objectiv
     engine.compute_intermediate_bounds();
     const at::Tensor lb = engine.output_bounds(objective.C, true, false).lower;  // [B, K]
     res.domains_bounded += B;
-    const at::Tensor gap = lb.to(at::kDouble) - objective.rhs;                   // [B, K]
+    const at::Tensor gap = lb.to(at::kDouble) - objective.rhs.to(lb.device());                   // [B, K]
     const at::Tensor best_row = gap.argmax(1);                                   // [B]
     const at::Tensor values = gap.amax(1).to(at::kDouble).contiguous();
     // [K', B, *in] -> [B, K, n]

@@ -29,6 +29,10 @@ struct Domain {
   int64_t id = 0;                        // creation order: ties in the queue go to the oldest
 };
 
+InputBox on_device(const InputBox& b, const at::Device& device) {
+  return {b.lower.to(device), b.upper.to(device)};
+}
+
 BoundOptions without_row_alignment(BoundOptions o) {
   o.align_rows = false;
   return o;
@@ -84,7 +88,7 @@ class ReluBab {
         o_(o),
         deadline_(deadline),
         bo_(without_row_alignment(bo)),
-        box_(io::box_of(c, g, g.dtype())),
+        box_(on_device(io::box_of(c, g, g.dtype()), g.device())),
         progress_(o.progress, deadline) {
     for (int i = 1; i < g.size(); ++i) {
       if (g.node(i).op && g.node(i).op->has_slopes()) {
@@ -480,7 +484,7 @@ at::Tensor split_domain_lower_bound(const BoundGraph& g, const InputBox& box, co
                                     const BabOptions& options, const BoundOptions& bound_options) {
   io::VnnlibCase c;
   const auto as_vector = [](const at::Tensor& t) {
-    const at::Tensor d = t.to(at::kDouble).contiguous().reshape({-1});
+    const at::Tensor d = t.to(at::kDouble).cpu().contiguous().reshape({-1});
     return std::vector<double>(d.data_ptr<double>(), d.data_ptr<double>() + d.numel());
   };
   c.input_lower = as_vector(box.lower);

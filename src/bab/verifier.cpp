@@ -79,7 +79,8 @@ VerifyResult verify(const BoundGraph& g, const io::VnnlibProperty& property,
         C.push_back(o.C);
         rhs.push_back(o.rhs);
       }
-      const InputBox box = io::box_of(c, g, g.dtype());
+      const InputBox cpu_box = io::box_of(c, g, g.dtype());
+      const InputBox box{cpu_box.lower.to(g.device()), cpu_box.upper.to(g.device())};
       AlphaOptions ao;
       ao.iterations = options.bab.root_iterations;
       ao.lr = options.bab.root_lr;
@@ -89,7 +90,11 @@ VerifyResult verify(const BoundGraph& g, const io::VnnlibProperty& property,
       int64_t row = 0;
       for (size_t d = 0; d < objs.size(); ++d) {
         const int64_t k = objs[d].rhs.size(0);
-        proved[d] = k > 0 && (lb.slice(1, row, row + k) - objs[d].rhs).amax(1).gt(0).all().item<bool>();
+        proved[d] = k > 0 && (lb.slice(1, row, row + k).to(at::kDouble).cpu() - objs[d].rhs)
+                                 .amax(1)
+                                 .gt(0)
+                                 .all()
+                                 .item<bool>();
         row += k;
       }
     }

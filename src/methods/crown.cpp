@@ -50,7 +50,7 @@ at::Tensor one_hot_rows(const at::Tensor& rows, const std::vector<int64_t>& shap
   const int64_t n = per_batch_numel(shape);
   const int64_t k = rows.numel();
   at::Tensor eye = at::zeros({k, B, n}, options);
-  eye.scatter_(2, rows.reshape({k, 1, 1}).expand({k, B, 1}), 1.0);
+  eye.scatter_(2, rows.to(options.device()).reshape({k, 1, 1}).expand({k, B, 1}), 1.0);
   std::vector<int64_t> full{k, B};
   full.insert(full.end(), shape.begin() + 1, shape.end());
   return eye.reshape(full);
@@ -108,7 +108,7 @@ Interval CrownEngine::refine(int i, const Interval& reference) {
   const at::Tensor lo = reference.lower.reshape({B, n});
   const at::Tensor hi = reference.upper.reshape({B, n});
   if (opt_.scheme == IntermediateScheme::kTight) {
-    const Interval c = neuron_rows(i, at::arange(n, at::kLong));
+    const Interval c = neuron_rows(i, at::arange(n, index_options()));
     return {at::maximum(c.lower, lo).reshape(reference.lower.sizes()),
             at::minimum(c.upper, hi).reshape(reference.upper.sizes())};
   }
@@ -118,7 +118,7 @@ Interval CrownEngine::refine(int i, const Interval& reference) {
   const int64_t k = rows.numel();
   if (k == 0) return reference;
   if (double(k) > opt_.minimum_sparsity * double(n)) {
-    const Interval c = neuron_rows(i, at::arange(n, at::kLong));
+    const Interval c = neuron_rows(i, at::arange(n, index_options()));
     return {c.lower.reshape(reference.lower.sizes()), c.upper.reshape(reference.upper.sizes())};
   }
   const Interval c = neuron_rows(i, rows);
@@ -141,10 +141,14 @@ Interval CrownEngine::neuron_rows(int start, const at::Tensor& rows) {
       rows);
 }
 
+at::TensorOptions CrownEngine::index_options() const {
+  return at::TensorOptions().dtype(at::kLong).device(box_.lower.device());
+}
+
 Interval CrownEngine::bound_rows(int start, int64_t k, const RowMaker& make_rows,
                                  const at::Tensor& row_ids, Sides sides) {
   const int P = spec_comm_ ? spec_comm_->size() : 1;
-  if (P == 1) return chunked(start, at::arange(k, at::kLong), make_rows, row_ids, sides);
+  if (P == 1) return chunked(start, at::arange(k, index_options()), make_rows, row_ids, sides);
   if (hook_ != nullptr) {
     // The AllGather below would cut the autograd graph of the other ranks' rows.
     throw UnsupportedError("spec-parallel bounding with optimised relaxations (alpha/beta)");
@@ -155,10 +159,10 @@ Interval CrownEngine::bound_rows(int start, int64_t k, const RowMaker& make_rows
   const int64_t per = ((k + P - 1) / P + kRowAlign - 1) / kRowAlign * kRowAlign;
   const int64_t begin = std::min(k, per * spec_comm_->rank());
   const int64_t end = std::min(k, begin + per);
-  at::Tensor idx = at::arange(begin, end, at::kLong);
+  at::Tensor idx = at::arange(begin, end, index_options());
   if (end - begin < per) {
     const int64_t filler = end > begin ? end - 1 : 0;
-    idx = at::cat({idx, at::full({per - (end - begin)}, filler, at::kLong)});
+    idx = at::cat({idx, at::full({per - (end - begin)}, filler, index_options())});
   }
   Interval local = chunked(start, idx, make_rows, row_ids, sides);  // [B, per] each
   // A side not wanted travels as zeros, so every rank gathers the same shapes.
@@ -221,7 +225,7 @@ Interval CrownEngine::backward_from(int start, BoundA a, const at::Tensor& rows)
     std::vector<BoundA> outs;
     if (hook_ != nullptr && node.op->has_slopes()) {
       const int64_t r = here.lA.defined() ? here.lA.size(0) : here.uA.size(0);
-      const at::Tensor ids = rows.defined() ? rows : at::arange(r, at::kLong);
+      const at::Tensor ids = rows.defined() ? rows : at::arange(r, index_options());
       hook_->observe(start, i, here);
       outs = node.op->backward_relaxed(here, in_bounds, bias, hook_->params(start, i, ids, in_bounds));
     } else {
@@ -262,7 +266,7 @@ Interval CrownEngine::output_bounds(const at::Tensor& C, bool lower, bool upper)
     if (C.dim() != 2 || C.size(1) != n) {
       throw InvalidArgument("spec matrix C must be [spec, " + std::to_string(n) + "]");
     }
-    const at::Tensor Cd = C.to(box_.lower.scalar_type());
+    const at::Tensor Cd = C.to(box_.lower.options());
     result = bound_rows(out, C.size(0), [&](const at::Tensor& idx) {
       // C rows [r, n] -> [r, B, *shape]
       const int64_t r = idx.numel();

@@ -59,7 +59,7 @@ Interval CrownEngine::refine_sharded(int i, const Interval& reference, const Out
   }
   if (every) rows = at::arange(s.global, at::kLong);
   const Interval c = bound_rows(i, rows.numel(), [&](const at::Tensor& idx) {
-    return sharded_one_hot(rows.index_select(0, idx), s, B, options);
+    return sharded_one_hot(rows.index_select(0, idx.cpu()), s, B, options);
   });  // [B, k] each, every rank the same
   // This rank's neurons among the rows: positions j in `rows`, columns local[j] here.
   const at::Tensor local = rows - s.offset;

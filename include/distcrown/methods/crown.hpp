@@ -69,6 +69,8 @@ class CrownEngine {
                       const at::Tensor& row_ids = at::Tensor(), Sides sides = {});
 
  private:
+  /// Row indices live on the device of the bounds (they index device tensors).
+  [[nodiscard]] at::TensorOptions index_options() const;
   Interval refine(int i, const Interval& reference);
   /// refine() for a tensor-parallel node (methods/crown_tp.cpp): the rows are chosen over every
   /// rank's neurons, bounded together by all ranks, and each rank keeps its own.
