@@ -57,8 +57,8 @@ BabResult input_bab(const BoundGraph& g, const io::VnnlibCase& c, const Objectiv
     res.reason = "a disjunct without output constraints holds everywhere";
     return done(BabStatus::kUnknown);
   }
-  const InputBox cpu_root = io::box_of(c, g, g.dtype());
-  const InputBox root{cpu_root.lower.to(g.device()), cpu_root.upper.to(g.device())};
+  // Boxes live on the CPU (cheap to split one by one); each batch goes to the device at once.
+  const InputBox root = io::box_of(c, g, g.dtype());
   Progress progress(options.progress, deadline);
   int64_t next_id = 0;
 
@@ -73,7 +73,7 @@ BabResult input_bab(const BoundGraph& g, const io::VnnlibCase& c, const Objectiv
       lo.push_back(b.lower);
       hi.push_back(b.upper);
     }
-    const InputBox box{at::cat(lo, 0), at::cat(hi, 0)};  // [B, *input_shape]
+    const InputBox box{at::cat(lo, 0).to(g.device()), at::cat(hi, 0).to(g.device())};  // [B, *in]
     InputAHook hook(g.output());
     CrownEngine engine(g, box, bound_options);
     engine.set_hook(&hook);
@@ -82,7 +82,7 @@ BabResult input_bab(const BoundGraph& g, const io::VnnlibCase& c, const Objectiv
     res.domains_bounded += B;
     const at::Tensor gap = lb.to(at::kDouble) - objective.rhs.to(lb.device());                   // [B, K]
     const at::Tensor best_row = gap.argmax(1);                                   // [B]
-    const at::Tensor values = gap.amax(1).to(at::kDouble).contiguous();
+    const at::Tensor values = gap.amax(1).to(at::kDouble).cpu().contiguous();
     // [K', B, *in] -> [B, K, n]
     const at::Tensor A = hook.input_A.reshape({hook.input_A.size(0), B, n})
                              .permute({1, 0, 2})
@@ -93,7 +93,7 @@ BabResult input_bab(const BoundGraph& g, const io::VnnlibCase& c, const Objectiv
     // the best row alone can be flat in a dimension the others need split. A tiny width term
     // orders dimensions no row depends on.
     const at::Tensor score = (A.abs().sum(1) + 1e-9) * radius;  // [B, n]
-    const at::Tensor dims = score.argmax(1);                    // [B]
+    const at::Tensor dims = score.argmax(1).cpu();              // [B]
     for (int64_t b = 0; b < B; ++b) {
       boxes[size_t(b)].value = values[b].item<double>();
       boxes[size_t(b)].split_dim = dims[b].item<int64_t>();
@@ -154,7 +154,7 @@ BabResult input_bab(const BoundGraph& g, const io::VnnlibCase& c, const Objectiv
       // Also the centres of the worst children, then PGD from the corners of a few of them.
       std::vector<at::Tensor> centres;
       for (const Box& b : children) centres.push_back((b.lower + b.upper) / 2);
-      candidates = at::cat({corners, at::cat(centres, 0)}, 0);
+      candidates = at::cat({corners.cpu(), at::cat(centres, 0)}, 0);
     }
     if (auto cex = check_candidates(g, c, candidates)) {
       res.counterexample = cex;

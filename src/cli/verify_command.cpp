@@ -8,6 +8,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/Context.h>
 #include <c10/core/GradMode.h>
 
 #include "cli/commands.hpp"
@@ -34,6 +35,7 @@ struct VerifyArgs {
   std::string intermediate = "auto";
   std::string dtype = "float32";
   int threads = 1;
+  std::string device = "cpu";
 };
 
 // World size announced by the MPI launcher (1 when not started by mpirun).
@@ -78,6 +80,12 @@ int run_verify(const VerifyArgs& a) {
                         in.problem.graph.input_numel() <= o.input_split_max_inputs);
     o.bound.scheme = tight ? IntermediateScheme::kTight : IntermediateScheme::kAutoLirpa;
     if (a.dtype == "float64") in.problem.graph.to_dtype(at::kDouble);
+    if (a.device == "cuda") {
+      if (!at::hasCUDA() || at::getNumGPUs() == 0) {
+        throw UnsupportedError("--device cuda: no CUDA device is usable here");
+      }
+      in.problem.graph.to_device(at::Device(at::kCUDA));
+    }
     o.split = a.split == "input"  ? bab::SplitMode::kInput
               : a.split == "relu" ? bab::SplitMode::kRelu
                                   : bab::SplitMode::kAuto;
@@ -142,6 +150,9 @@ Action add_verify_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--threads", args->threads, "intra-op (OpenMP) threads")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--device", args->device, "cpu or cuda (bounds, attacks and checks)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   cmd->add_flag("--quiet", args->quiet, "no progress lines on stderr");
   return [args] { return run_verify(*args); };

@@ -22,8 +22,9 @@ Interval apply_spec(const Interval& y, const at::Tensor& C) {
   const at::Tensor hi = y.upper.reshape({B, -1});
   if (!C.defined()) return {lo, hi};
   // [B, n] x [n, spec]: positive coefficients take the same side, negative the other.
-  const at::Tensor pos = C.clamp_min(0).t();
-  const at::Tensor neg = C.clamp_max(0).t();
+  const at::Tensor Cy = C.to(lo.options());  // the spec may come from the CPU, y from a GPU
+  const at::Tensor pos = Cy.clamp_min(0).t();
+  const at::Tensor neg = Cy.clamp_max(0).t();
   return {lo.matmul(pos) + hi.matmul(neg), hi.matmul(pos) + lo.matmul(neg)};
 }
 
