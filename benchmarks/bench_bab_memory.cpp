@@ -53,10 +53,11 @@ int main(int argc, char** argv) {
     objs.push_back(bab::make_objective(d, p.graph.output_numel(), p.graph.dtype()));
   }
   const int64_t weights = p.graph.param_bytes();
-  std::printf("model %s, property %s, %lld rounds, deterministic, %s, %d alpha/beta steps, "
-              "1 disjunct, %d thread(s)\n",
-              model.c_str(), vnnlib.c_str(), static_cast<long long>(rounds), branching.c_str(),
-              iterations, threads);
+  std::printf(
+      "model %s, property %s, %lld rounds, deterministic, %s, %d alpha/beta steps, "
+      "1 disjunct, %d thread(s)\n",
+      model.c_str(), vnnlib.c_str(), static_cast<long long>(rounds), branching.c_str(), iterations,
+      threads);
   std::printf("%6s %9s %9s %9s %9s %9s %9s %9s %7s %8s %s\n", "batch", "peak MB", "weights",
               "alpha", "beta", "bounds", "splits", "A+temp", "rounds", "time s", "status");
   for (const int64_t batch : batches) {

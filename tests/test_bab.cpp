@@ -483,8 +483,7 @@ TEST(Verify, TriviallyTrueIsUnsatTriviallyFalseIsSat) {
     ASSERT_TRUE(rf.counterexample.has_value());
     EXPECT_TRUE(inside(rf.counterexample->x, f.cases[0]));
     const at::Tensor x = at::tensor(rf.counterexample->x, at::kDouble).reshape({1, 6});
-    const auto again =
-        bab::check_candidates(net.graph, f.cases[0], x.to(at::kFloat));
+    const auto again = bab::check_candidates(net.graph, f.cases[0], x.to(at::kFloat));
     ASSERT_TRUE(again.has_value());
     // The same point; its output from a forward pass of another batch size (float32 GEMMs
     // round differently).

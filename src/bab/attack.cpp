@@ -29,7 +29,8 @@ std::optional<Counterexample> check_candidates(const BoundGraph& g, const io::Vn
   const int64_t N = x.size(0);
   const at::Tensor lo = at::tensor(c.input_lower, at::kDouble);  // [n], as written
   const at::Tensor hi = at::tensor(c.input_upper, at::kDouble);
-  const at::Tensor xd = at::maximum(at::minimum(x.detach().cpu().to(at::kDouble).reshape({N, -1}), hi), lo);
+  const at::Tensor xd =
+      at::maximum(at::minimum(x.detach().cpu().to(at::kDouble).reshape({N, -1}), hi), lo);
   // Rounding to the graph's dtype may step outside the box: step back inside then.
   at::Tensor xs = xd.to(g.dtype());
   xs = at::where(xs.to(at::kDouble) > hi, at::nextafter(xs, at::full_like(xs, -1e30)), xs);
@@ -81,9 +82,8 @@ std::optional<Counterexample> pgd_attack(const BoundGraph& g, const io::VnnlibCa
       for (const Objective& d : disjuncts) {
         if (d.rhs.numel() == 0) continue;
         // Soft margin: the sum of positive constraint violations (all must reach <= 0).
-        m.push_back((at::matmul(y, d.C.to(y.options()).t()) - d.rhs.to(y.options()))
-                        .clamp_min(0)
-                        .sum(1));
+        m.push_back(
+            (at::matmul(y, d.C.to(y.options()).t()) - d.rhs.to(y.options())).clamp_min(0).sum(1));
       }
       if (m.empty()) return std::nullopt;
       loss = std::get<0>(at::stack(m, 1).min(1)).sum();

@@ -58,7 +58,7 @@ BabResult input_bab(const BoundGraph& g, const io::VnnlibCase& c, const Objectiv
     return done(BabStatus::kUnknown);
   }
   // Boxes live on the CPU (cheap to split one by one); each batch goes to the device at once.
-  const InputBox root = io::box_of(c, g, g.dtype());
+  const InputBox root = io::enclosing_box(c, g, g.dtype());
   Progress progress(options.progress, deadline);
   int64_t next_id = 0;
 
@@ -80,13 +80,12 @@ BabResult input_bab(const BoundGraph& g, const io::VnnlibCase& c, const Objectiv
     engine.compute_intermediate_bounds();
     const at::Tensor lb = engine.output_bounds(objective.C, true, false).lower;  // [B, K]
     res.domains_bounded += B;
-    const at::Tensor gap = lb.to(at::kDouble) - objective.rhs.to(lb.device());                   // [B, K]
-    const at::Tensor best_row = gap.argmax(1);                                   // [B]
+    const at::Tensor gap = lb.to(at::kDouble) - objective.rhs.to(lb.device());  // [B, K]
+    const at::Tensor best_row = gap.argmax(1);                                  // [B]
     const at::Tensor values = gap.amax(1).to(at::kDouble).cpu().contiguous();
     // [K', B, *in] -> [B, K, n]
-    const at::Tensor A = hook.input_A.reshape({hook.input_A.size(0), B, n})
-                             .permute({1, 0, 2})
-                             .slice(1, 0, K);
+    const at::Tensor A =
+        hook.input_A.reshape({hook.input_A.size(0), B, n}).permute({1, 0, 2}).slice(1, 0, K);
     const at::Tensor radius = ((box.upper - box.lower) / 2).reshape({B, n});
     const at::Tensor centre = ((box.upper + box.lower) / 2).reshape({B, n});
     // Every row counts: a conjunction is proved by whichever row gets above its threshold, and
@@ -134,8 +133,7 @@ BabResult input_bab(const BoundGraph& g, const io::VnnlibCase& c, const Objectiv
       const double lo = p.lower.reshape({-1})[d].item<double>();
       const double hi = p.upper.reshape({-1})[d].item<double>();
       // The midpoint as the box's dtype stores it: it must lie strictly inside.
-      const double mid =
-          at::scalar_tensor(lo + (hi - lo) / 2, p.lower.options()).item<double>();
+      const double mid = at::scalar_tensor(lo + (hi - lo) / 2, p.lower.options()).item<double>();
       if (!(mid > lo && mid < hi)) {  // no value strictly inside: cannot halve further
         exhausted = true;
         continue;
@@ -153,6 +151,7 @@ BabResult input_bab(const BoundGraph& g, const io::VnnlibCase& c, const Objectiv
     if (options.attack_every > 0 && res.rounds % options.attack_every == 0) {
       // Also the centres of the worst children, then PGD from the corners of a few of them.
       std::vector<at::Tensor> centres;
+      centres.reserve(children.size());
       for (const Box& b : children) centres.push_back((b.lower + b.upper) / 2);
       candidates = at::cat({corners.cpu(), at::cat(centres, 0)}, 0);
     }

@@ -88,7 +88,7 @@ class ReluBab {
         o_(o),
         deadline_(deadline),
         bo_(without_row_alignment(bo)),
-        box_(on_device(io::box_of(c, g, g.dtype()), g.device())),
+        box_(on_device(io::enclosing_box(c, g, g.dtype()), g.device())),
         progress_(o.progress, deadline) {
     for (int i = 1; i < g.size(); ++i) {
       if (g.node(i).op && g.node(i).op->has_slopes()) {
@@ -136,8 +136,8 @@ class ReluBab {
   int64_t bounded_ = 0;
 };
 
-at::Tensor cat_dim(const std::vector<Domain>& ds, std::vector<at::Tensor> Domain::*field,
-                   size_t r, int64_t dim) {
+at::Tensor cat_dim(const std::vector<Domain>& ds, std::vector<at::Tensor> Domain::*field, size_t r,
+                   int64_t dim) {
   std::vector<at::Tensor> parts;
   parts.reserve(ds.size());
   for (const Domain& d : ds) parts.push_back((d.*field)[r]);
@@ -342,14 +342,16 @@ std::vector<std::pair<size_t, int64_t>> ReluBab::choose(const std::vector<Domain
   std::vector<at::Tensor> pieces;
   const auto piece = size_t(2 * o_.batch);
   for (size_t s = 0; s < trial.size(); s += piece) {
-    std::vector<Domain> part(std::make_move_iterator(trial.begin() + long(s)),
-                             std::make_move_iterator(trial.begin() + long(std::min(trial.size(), s + piece))));
+    std::vector<Domain> part(
+        std::make_move_iterator(trial.begin() + long(s)),
+        std::make_move_iterator(trial.begin() + long(std::min(trial.size(), s + piece))));
     pieces.push_back(bound(part, 0, false).values);
   }
   const auto v = at::cat(pieces).to(at::kDouble).contiguous();
   std::vector<double> best(parents.size(), -std::numeric_limits<double>::infinity());
   for (size_t t = 0; t < owner.size(); ++t) {
-    const double worse = std::min(v[int64_t(2 * t)].item<double>(), v[int64_t(2 * t + 1)].item<double>());
+    const double worse =
+        std::min(v[int64_t(2 * t)].item<double>(), v[int64_t(2 * t + 1)].item<double>());
     const size_t p = owner[t].first;
     if (worse > best[p]) {
       best[p] = worse;
@@ -359,8 +361,8 @@ std::vector<std::pair<size_t, int64_t>> ReluBab::choose(const std::vector<Domain
   return picks;
 }
 
-std::optional<Counterexample> ReluBab::attack_from(const std::vector<Domain>& ds,
-                                                   const Bounded& b, bool with_pgd) {
+std::optional<Counterexample> ReluBab::attack_from(const std::vector<Domain>& ds, const Bounded& b,
+                                                   bool with_pgd) {
   if (!b.input_A.defined()) return std::nullopt;
   // The box corner minimising each domain's lower linear bound of its most violated row.
   const auto B = int64_t(ds.size());
@@ -370,7 +372,8 @@ std::optional<Counterexample> ReluBab::attack_from(const std::vector<Domain>& ds
   std::vector<at::Tensor> points;
   for (int64_t i = 0; i < B; ++i) {
     if (ds[size_t(i)].value > 0) continue;
-    for (int64_t k = 0; k < K_; ++k) points.push_back(centre - A[k][i].unsqueeze(0).sign() * radius);
+    for (int64_t k = 0; k < K_; ++k)
+      points.push_back(centre - A[k][i].unsqueeze(0).sign() * radius);
   }
   if (points.empty()) return std::nullopt;
   const at::Tensor x = at::cat(points, 0);

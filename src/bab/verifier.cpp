@@ -15,18 +15,21 @@ namespace distcrown::bab {
 
 std::string to_string(Verdict v) {
   switch (v) {
-    case Verdict::kSat: return "sat";
-    case Verdict::kUnsat: return "unsat";
-    case Verdict::kTimeout: return "timeout";
-    case Verdict::kUnknown: return "unknown";
+    case Verdict::kSat:
+      return "sat";
+    case Verdict::kUnsat:
+      return "unsat";
+    case Verdict::kTimeout:
+      return "timeout";
+    case Verdict::kUnknown:
+      return "unknown";
   }
   return "unknown";
 }
 
 namespace {
 
-std::vector<Objective> objectives_of(const io::VnnlibCase& c, int64_t n_out,
-                                     at::ScalarType dtype) {
+std::vector<Objective> objectives_of(const io::VnnlibCase& c, int64_t n_out, at::ScalarType dtype) {
   std::vector<Objective> o;
   for (const auto& d : c.disjuncts) o.push_back(make_objective(d, n_out, dtype));
   return o;
@@ -79,7 +82,7 @@ VerifyResult verify(const BoundGraph& g, const io::VnnlibProperty& property,
         C.push_back(o.C);
         rhs.push_back(o.rhs);
       }
-      const InputBox cpu_box = io::box_of(c, g, g.dtype());
+      const InputBox cpu_box = io::enclosing_box(c, g, g.dtype());
       const InputBox box{cpu_box.lower.to(g.device()), cpu_box.upper.to(g.device())};
       AlphaOptions ao;
       ao.iterations = options.bab.root_iterations;
@@ -101,14 +104,16 @@ VerifyResult verify(const BoundGraph& g, const io::VnnlibProperty& property,
     // 3. Branch and bound on each open disjunct.
     for (size_t d = 0; d < objs.size(); ++d) {
       if (proved[d]) continue;
-      if (deadline.expired()) return finish(Verdict::kTimeout, "timeout before every disjunct was proved");
-      const BabResult b =
-          input_split ? input_bab(g, c, objs[d], objs, o.bab, deadline, options.bound)
-                      : relu_bab(g, c, objs[d], objs, o.bab, deadline, options.bound);
+      if (deadline.expired())
+        return finish(Verdict::kTimeout, "timeout before every disjunct was proved");
+      const BabResult b = input_split
+                              ? input_bab(g, c, objs[d], objs, o.bab, deadline, options.bound)
+                              : relu_bab(g, c, objs[d], objs, o.bab, deadline, options.bound);
       r.domains_bounded += b.domains_bounded;
       rounds += b.rounds;
       switch (b.status) {
-        case BabStatus::kProved: break;
+        case BabStatus::kProved:
+          break;
         case BabStatus::kFalsified:
           r.counterexample = b.counterexample;
           return finish(Verdict::kSat, "counterexample found in branch and bound");

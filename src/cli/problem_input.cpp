@@ -28,8 +28,9 @@ ProblemInput load_problem_input(const std::string& model, const std::string& vnn
   ProblemInput in;
   in.model_bytes = embedded ? embedded_model_bytes() : read_file(model);
   in.property_text = embedded ? embedded_property_text() : read_file(vnnlib);
-  in.problem = {io::load_onnx_bytes(in.model_bytes, embedded ? kEmbeddedModelName : model),
-                io::parse_vnnlib_string(in.property_text, embedded ? kEmbeddedPropertyName : vnnlib)};
+  in.problem = {
+      io::load_onnx_bytes(in.model_bytes, embedded ? kEmbeddedModelName : model),
+      io::parse_vnnlib_string(in.property_text, embedded ? kEmbeddedPropertyName : vnnlib)};
   io::check_fits(in.problem.graph, in.problem.property);
   return in;
 }

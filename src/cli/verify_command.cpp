@@ -7,8 +7,8 @@
 #include <iostream>
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <ATen/Context.h>
+#include <ATen/Parallel.h>
 #include <c10/core/GradMode.h>
 
 #include "cli/commands.hpp"
@@ -75,9 +75,9 @@ int run_verify(const VerifyArgs& a) {
     o.bab.progress = !a.quiet;
     // Input splitting bounds many small boxes of a small network: CROWN on every neuron
     // (intersected with IBP) costs little there and tightens every box.
-    const bool tight = a.intermediate == "tight" ||
-                       (a.intermediate == "auto" && a.split != "relu" &&
-                        in.problem.graph.input_numel() <= o.input_split_max_inputs);
+    const bool tight =
+        a.intermediate == "tight" || (a.intermediate == "auto" && a.split != "relu" &&
+                                      in.problem.graph.input_numel() <= o.input_split_max_inputs);
     o.bound.scheme = tight ? IntermediateScheme::kTight : IntermediateScheme::kAutoLirpa;
     if (a.dtype == "float64") in.problem.graph.to_dtype(at::kDouble);
     if (a.device == "cuda") {
@@ -144,8 +144,7 @@ Action add_verify_command(CLI::App& app) {
                   "auto_lirpa or tight")
       ->check(CLI::IsMember({"auto", "auto_lirpa", "tight"}))
       ->capture_default_str();
-  cmd->add_option("--dtype", args->dtype,
-                  "float32 or float64 (bounds and forward passes)")
+  cmd->add_option("--dtype", args->dtype, "float32 or float64 (bounds and forward passes)")
       ->check(CLI::IsMember({"float32", "float64"}))
       ->capture_default_str();
   cmd->add_option("--threads", args->threads, "intra-op (OpenMP) threads")

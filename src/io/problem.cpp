@@ -1,5 +1,7 @@
 #include "distcrown/io/problem.hpp"
 
+#include <cmath>
+
 #include <ATen/ATen.h>
 
 #include "distcrown/io/onnx_loader.hpp"
@@ -34,6 +36,18 @@ InputBox box_of(const VnnlibCase& c, const BoundGraph& graph, at::ScalarType dty
     return at::tensor(v, at::kDouble).to(at::kFloat).reshape(shape).to(dtype);
   };
   return {as_tensor(c.input_lower), as_tensor(c.input_upper)};
+}
+
+InputBox enclosing_box(const VnnlibCase& c, const BoundGraph& graph, at::ScalarType dtype) {
+  const auto& shape = graph.input_shape();
+  const at::Tensor lo = at::tensor(c.input_lower, at::kDouble);
+  const at::Tensor hi = at::tensor(c.input_upper, at::kDouble);
+  at::Tensor l = lo.to(dtype);
+  at::Tensor u = hi.to(dtype);
+  // Where rounding to nearest moved a bound inward, take the neighbouring value outside.
+  l = at::where(l.to(at::kDouble) > lo, at::nextafter(l, at::full_like(l, -INFINITY)), l);
+  u = at::where(u.to(at::kDouble) < hi, at::nextafter(u, at::full_like(u, INFINITY)), u);
+  return {l.reshape(shape), u.reshape(shape)};
 }
 
 }  // namespace distcrown::io

@@ -13,7 +13,7 @@ void Adam::step(const std::vector<at::Tensor>& params) {
   v_.resize(params.size());
   steps_.resize(params.size(), 0);
   for (size_t i = 0; i < params.size(); ++i) {
-    at::Tensor p = params[i];
+    const at::Tensor& p = params[i];
     at::Tensor& g = p.mutable_grad();
     if (!g.defined()) continue;
     const double step = double(++steps_[i]);

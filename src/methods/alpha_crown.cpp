@@ -35,8 +35,7 @@ RelaxParams AlphaSlopes::params(int start, int node, const at::Tensor& rows,
                                 std::span<const Interval* const> in) {
   auto [it, inserted] = alpha_.try_emplace({start, node});
   if (inserted) {
-    const int64_t r =
-        start == g_.output() ? output_rows_ : per_batch_numel(g_.node(start).shape);
+    const int64_t r = start == g_.output() ? output_rows_ : per_batch_numel(g_.node(start).shape);
     const at::Tensor init = g_.node(node).op->initial_slopes(*in[0]);  // [B, *shape]
     std::vector<int64_t> full{2, r};
     full.insert(full.end(), init.sizes().begin(), init.sizes().end());
@@ -104,9 +103,9 @@ AlphaResult alpha_crown(const BoundGraph& g, const InputBox& box, const at::Tens
       engine.compute_intermediate_bounds();
       const Interval r = engine.output_bounds(C, lower_side, !lower_side);
       const at::Tensor b = lower_side ? r.lower : r.upper;
-      best = best.defined() ? (lower_side ? at::maximum(best, b.detach())
-                                          : at::minimum(best, b.detach()))
-                            : b.detach();
+      best = best.defined()
+                 ? (lower_side ? at::maximum(best, b.detach()) : at::minimum(best, b.detach()))
+                 : b.detach();
       ++result.iterations_run;
       const at::Tensor loss = lower_side ? -b.sum() : b.sum();
       const double loss_value = loss.item<double>();

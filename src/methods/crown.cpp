@@ -80,7 +80,7 @@ CrownEngine::CrownEngine(const BoundGraph& g, InputBox box, BoundOptions options
 void CrownEngine::compute_intermediate_bounds() {
   std::vector<const Interval*> args;
   for (int i = 1; i < g_.size(); ++i) {
-    if (i == g_.output()) continue;  // bounded by output_bounds() with the spec
+    if (i == g_.output()) continue;    // bounded by output_bounds() with the spec
     if (bounds_[size_t(i)]) continue;  // given by set_bounds()
     args.clear();
     for (int p : g_.node(i).inputs) args.push_back(&*bounds_[size_t(p)]);
@@ -227,7 +227,8 @@ Interval CrownEngine::backward_from(int start, BoundA a, const at::Tensor& rows)
       const int64_t r = here.lA.defined() ? here.lA.size(0) : here.uA.size(0);
       const at::Tensor ids = rows.defined() ? rows : at::arange(r, index_options());
       hook_->observe(start, i, here);
-      outs = node.op->backward_relaxed(here, in_bounds, bias, hook_->params(start, i, ids, in_bounds));
+      outs =
+          node.op->backward_relaxed(here, in_bounds, bias, hook_->params(start, i, ids, in_bounds));
     } else {
       outs = node.op->backward(here, in_bounds, bias);
     }
@@ -267,13 +268,16 @@ Interval CrownEngine::output_bounds(const at::Tensor& C, bool lower, bool upper)
       throw InvalidArgument("spec matrix C must be [spec, " + std::to_string(n) + "]");
     }
     const at::Tensor Cd = C.to(box_.lower.options());
-    result = bound_rows(out, C.size(0), [&](const at::Tensor& idx) {
-      // C rows [r, n] -> [r, B, *shape]
-      const int64_t r = idx.numel();
-      std::vector<int64_t> full{r, B};
-      full.insert(full.end(), shape.begin() + 1, shape.end());
-      return Cd.index_select(0, idx).reshape({r, 1, n}).expand({r, B, n}).reshape(full);
-    }, at::Tensor(), sides);
+    result = bound_rows(
+        out, C.size(0),
+        [&](const at::Tensor& idx) {
+          // C rows [r, n] -> [r, B, *shape]
+          const int64_t r = idx.numel();
+          std::vector<int64_t> full{r, B};
+          full.insert(full.end(), shape.begin() + 1, shape.end());
+          return Cd.index_select(0, idx).reshape({r, 1, n}).expand({r, B, n}).reshape(full);
+        },
+        at::Tensor(), sides);
   }
   if (opt_.scheme == IntermediateScheme::kTight) {
     std::vector<const Interval*> args;

@@ -14,9 +14,12 @@ Method parse_method(const std::string& name) {
 
 std::string to_string(Method m) {
   switch (m) {
-    case Method::kIbp: return "ibp";
-    case Method::kCrown: return "crown";
-    case Method::kAlphaCrown: return "alpha-crown";
+    case Method::kIbp:
+      return "ibp";
+    case Method::kCrown:
+      return "crown";
+    case Method::kAlphaCrown:
+      return "alpha-crown";
   }
   return "?";
 }

@@ -72,14 +72,14 @@ class BoundRelu final : public BoundNode {
     // Lower bound: positive coefficients take the lower line, negative ones the upper line (the
     // upper side the other way round). In-place products keep at most two A-sized temporaries.
     if (a.lA.defined()) {
-      out.lA = relax_side(a.lA, side_slope(r, pre, p.alpha_l), r.upper_d, r.upper_b, bias.lower,
-                          false);
+      out.lA =
+          relax_side(a.lA, side_slope(r, pre, p.alpha_l), r.upper_d, r.upper_b, bias.lower, false);
       // β-CROWN: min f ≥ min (f + β·s·z) over the box when s·z ≤ 0 on the domain and β ≥ 0.
       if (p.beta_l.defined()) out.lA = out.lA + p.beta_l;
     }
     if (a.uA.defined()) {
-      out.uA = relax_side(a.uA, r.upper_d, side_slope(r, pre, p.alpha_u), r.upper_b, bias.upper,
-                          true);
+      out.uA =
+          relax_side(a.uA, r.upper_d, side_slope(r, pre, p.alpha_u), r.upper_b, bias.upper, true);
       if (p.beta_u.defined()) out.uA = out.uA - p.beta_u;
     }
     return {out};

@@ -45,8 +45,7 @@ struct BabResult {
 
 class Deadline {
  public:
-  explicit Deadline(double seconds)
-      : start_(std::chrono::steady_clock::now()), seconds_(seconds) {}
+  explicit Deadline(double seconds) : start_(std::chrono::steady_clock::now()), seconds_(seconds) {}
   [[nodiscard]] double elapsed() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   }

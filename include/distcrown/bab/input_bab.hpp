@@ -2,8 +2,8 @@
 // Branch and bound by input splitting, for networks with few inputs (ACAS Xu: 5): a domain is a
 // sub-box; a batch of sub-boxes is bounded by CROWN in one call (every intermediate bound
 // recomputed on each sub-box, so splitting tightens everything); the split dimension maximises
-// |A_i|·radius_i of the domain's most promising row (the part of the bound's looseness that dimension
-// contributes at the input), and the box is halved there.
+// |A_i|·radius_i of the domain's most promising row (the part of the bound's looseness that
+// dimension contributes at the input), and the box is halved there.
 #include <vector>
 
 #include "distcrown/bab/bab.hpp"

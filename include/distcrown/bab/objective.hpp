@@ -16,10 +16,9 @@ struct Objective {
   at::Tensor rhs;  // [K], double: thresholds are compared exactly as written, never rounded
 };
 
-/// The disjunct as an Objective with C in `dtype`. A disjunct without constraints (every output unsafe)
-/// has K = 0: nothing can prove it.
-Objective make_objective(const io::OutputConjunction& d, int64_t num_outputs,
-                         at::ScalarType dtype);
+/// The disjunct as an Objective with C in `dtype`. A disjunct without constraints (every output
+/// unsafe) has K = 0: nothing can prove it.
+Objective make_objective(const io::OutputConjunction& d, int64_t num_outputs, at::ScalarType dtype);
 
 /// Domain values from lower bounds of C·y ([batch, K]): max_k (lb_k − rhs_k) in double, [batch].
 /// −inf when K = 0.

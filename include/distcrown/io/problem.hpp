@@ -23,4 +23,8 @@ Problem load_problem(const std::string& model_path, const std::string& vnnlib_pa
 /// read them), then cast to `dtype`.
 InputBox box_of(const VnnlibCase& c, const BoundGraph& graph, at::ScalarType dtype);
 
+/// The smallest box of `dtype` values that contains the case's box as written (bounds rounded
+/// outward, never to the nearest value inside): what a proof must cover. [1, *input_shape].
+InputBox enclosing_box(const VnnlibCase& c, const BoundGraph& graph, at::ScalarType dtype);
+
 }  // namespace distcrown::io
