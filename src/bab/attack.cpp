@@ -4,6 +4,7 @@
 #include <c10/core/GradMode.h>
 
 #include "distcrown/util/error.hpp"
+#include "distcrown/util/tensor_values.hpp"
 
 namespace distcrown::bab {
 namespace {
@@ -13,11 +14,6 @@ std::pair<at::Tensor, at::Tensor> box_tensors(const BoundGraph& g, const io::Vnn
   const auto opts = at::TensorOptions().dtype(g.dtype()).device(g.device());
   return {at::tensor(c.input_lower, at::kDouble).to(opts).reshape(g.input_shape()),
           at::tensor(c.input_upper, at::kDouble).to(opts).reshape(g.input_shape())};
-}
-
-std::vector<double> to_vector(const at::Tensor& t) {
-  const at::Tensor d = t.detach().to(at::kDouble).cpu().contiguous().reshape({-1});
-  return {d.data_ptr<double>(), d.data_ptr<double>() + d.numel()};
 }
 
 }  // namespace
@@ -44,7 +40,7 @@ std::optional<Counterexample> check_candidates(const BoundGraph& g, const io::Vn
     const at::Tensor ok = (margins(exact, y).cpu() <= 0) & inside;  // [N]
     if (ok.any().item<bool>()) {
       const int64_t i = ok.nonzero().reshape({-1})[0].item<int64_t>();
-      return Counterexample{to_vector(xs[i]), to_vector(y[i])};
+      return Counterexample{to_doubles(xs[i]), to_doubles(y[i])};
     }
   }
   return std::nullopt;

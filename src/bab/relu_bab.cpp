@@ -12,6 +12,7 @@
 #include "distcrown/methods/alpha_crown.hpp"
 #include "distcrown/methods/crown.hpp"
 #include "distcrown/util/error.hpp"
+#include "distcrown/util/tensor_values.hpp"
 
 namespace distcrown::bab {
 namespace {
@@ -114,6 +115,10 @@ class ReluBab {
 
  private:
   Domain root();
+  /// A domain without splits over the given bounds of each ReLU's input, with the output
+  /// start's α where given (ReLU node -> [K, 1, *shape]), else CROWN's slopes; β = 0.
+  Domain make_root(const std::vector<Interval>& bounds,
+                   const std::map<int, at::Tensor>& output_alpha);
   std::vector<std::pair<size_t, int64_t>> choose(const std::vector<Domain>& parents);
   Domain child(const Domain& parent, size_t r, int64_t j, bool active);
   std::optional<Counterexample> attack_from(const std::vector<Domain>& ds, const Bounded& b,
@@ -234,46 +239,47 @@ ReluBab::Bounded ReluBab::bound(std::vector<Domain>& ds, int iterations, bool op
   return out;
 }
 
+Domain ReluBab::make_root(const std::vector<Interval>& bounds,
+                          const std::map<int, at::Tensor>& output_alpha) {
+  Domain d;
+  for (size_t r = 0; r < relus_.size(); ++r) {
+    const Interval& b = bounds[r];
+    d.lower.push_back(b.lower);
+    d.upper.push_back(b.upper);
+    std::vector<int64_t> shape{K_};
+    shape.insert(shape.end(), b.lower.sizes().begin(), b.lower.sizes().end());
+    const auto it = output_alpha.find(relus_[r]);
+    d.alpha.push_back(it != output_alpha.end()
+                          ? it->second
+                          : g_.node(relus_[r]).op->initial_slopes(b).expand(shape).clone());
+    d.beta.push_back(at::zeros(shape, b.lower.options()));
+    d.split.push_back(at::zeros_like(b.lower));
+  }
+  d.id = next_id_++;
+  return d;
+}
+
 Domain ReluBab::root() {
   AlphaOptions ao;
   ao.iterations = o_.root_iterations;
   ao.lr = o_.root_lr;
   ao.stop_at = deadline_.stop_at();
   const AlphaResult a = alpha_crown(g_, box_, obj_.C, ao, bo_, true, false);
-  Domain d;
-  for (size_t r = 0; r < relus_.size(); ++r) {
-    const auto& b = a.intermediate.at(size_t(pre_[r]));
+  std::vector<Interval> bounds;
+  for (const int pre : pre_) {
+    const auto& b = a.intermediate.at(size_t(pre));
     if (!b) throw Error("internal: no root bounds for a ReLU input");
-    d.lower.push_back(b->lower);
-    d.upper.push_back(b->upper);
-    const auto it = a.output_alpha.find(relus_[r]);
-    std::vector<int64_t> shape{K_};
-    shape.insert(shape.end(), b->lower.sizes().begin(), b->lower.sizes().end());
-    d.alpha.push_back(it != a.output_alpha.end()
-                          ? it->second
-                          : g_.node(relus_[r]).op->initial_slopes(*b).expand(shape).clone());
-    d.beta.push_back(at::zeros(shape, b->lower.options()));
-    d.split.push_back(at::zeros_like(b->lower));
+    bounds.push_back(*b);
   }
-  d.id = next_id_++;
-  return d;
+  return make_root(bounds, a.output_alpha);
 }
 
 Domain ReluBab::crown_root_with(const std::vector<NeuronSplit>& splits) {
   CrownEngine engine(g_, box_, bo_);
   engine.compute_intermediate_bounds();
-  Domain d;
-  for (size_t r = 0; r < relus_.size(); ++r) {
-    const Interval& b = engine.bounds(pre_[r]);
-    d.lower.push_back(b.lower);
-    d.upper.push_back(b.upper);
-    std::vector<int64_t> shape{K_};
-    shape.insert(shape.end(), b.lower.sizes().begin(), b.lower.sizes().end());
-    d.alpha.push_back(g_.node(relus_[r]).op->initial_slopes(b).expand(shape).clone());
-    d.beta.push_back(at::zeros(shape, b.lower.options()));
-    d.split.push_back(at::zeros_like(b.lower));
-  }
-  d.id = next_id_++;
+  std::vector<Interval> bounds;
+  for (const int pre : pre_) bounds.push_back(engine.bounds(pre));
+  Domain d = make_root(bounds, {});
   for (const NeuronSplit& s : splits) {
     const auto it = relu_index_.find(s.relu_node);
     if (it == relu_index_.end()) throw InvalidArgument("split on a node that is not a ReLU");
@@ -486,12 +492,8 @@ at::Tensor split_domain_lower_bound(const BoundGraph& g, const InputBox& box, co
                                     const std::vector<NeuronSplit>& splits, int iterations,
                                     const BabOptions& options, const BoundOptions& bound_options) {
   io::VnnlibCase c;
-  const auto as_vector = [](const at::Tensor& t) {
-    const at::Tensor d = t.to(at::kDouble).cpu().contiguous().reshape({-1});
-    return std::vector<double>(d.data_ptr<double>(), d.data_ptr<double>() + d.numel());
-  };
-  c.input_lower = as_vector(box.lower);
-  c.input_upper = as_vector(box.upper);
+  c.input_lower = to_doubles(box.lower);
+  c.input_upper = to_doubles(box.upper);
   const Objective obj{C.to(g.dtype()), at::zeros({C.size(0)}, at::kDouble)};
   const std::vector<Objective> none;
   const Deadline no_deadline(0);

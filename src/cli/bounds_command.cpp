@@ -25,6 +25,7 @@
 #include "distcrown/methods/crown.hpp"
 #include "distcrown/util/error.hpp"
 #include "distcrown/util/memory.hpp"
+#include "distcrown/util/tensor_values.hpp"
 
 namespace distcrown::cli {
 namespace {
@@ -68,11 +69,6 @@ Loaded load(const BoundsArgs& a) {
   l.fingerprint = dist::fingerprint(in.model_bytes) + dist::fingerprint(in.property_text) +
                   dist::fingerprint(options);
   return l;
-}
-
-std::vector<double> to_vector(const at::Tensor& t) {
-  const at::Tensor c = t.to(at::kDouble).cpu().contiguous().reshape({-1});
-  return {c.data_ptr<double>(), c.data_ptr<double>() + c.numel()};
 }
 
 struct RankReport {
@@ -219,8 +215,8 @@ int run_bounds(const BoundsArgs& a) {
   if (comm->rank() != 0) return 0;
 
   if (!tp_plan.empty()) std::printf("%s", tp_plan.c_str());
-  const auto lower = to_vector(b.lower);
-  const auto upper = to_vector(b.upper);
+  const auto lower = to_doubles(b.lower);
+  const auto upper = to_doubles(b.upper);
   print_table(a, lower, upper, dtype == at::kDouble);
   int64_t max_peak = 0;
   int64_t max_base = 0;
@@ -242,10 +238,7 @@ Action add_bounds_command(CLI::App& app) {
   auto args = std::make_shared<BoundsArgs>();
   CLI::App* cmd = app.add_subcommand(
       "bounds", "Bound the network's outputs over the property's first input box");
-  cmd->add_option("--model", args->model, "ONNX model (default: the embedded digits MLP)")
-      ->check(CLI::ExistingFile);
-  cmd->add_option("--vnnlib", args->vnnlib, "VNNLIB property (default: the embedded one)")
-      ->check(CLI::ExistingFile);
+  add_problem_options(*cmd, args->model, args->vnnlib);
   cmd->add_option("--method", args->method, "ibp, crown or alpha-crown")
       ->check(CLI::IsMember({"ibp", "crown", "alpha-crown"}))
       ->capture_default_str();

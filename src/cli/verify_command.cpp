@@ -113,10 +113,7 @@ Action add_verify_command(CLI::App& app) {
   auto args = std::make_shared<VerifyArgs>();
   CLI::App* cmd = app.add_subcommand(
       "verify", "Decide a VNNLIB property: sat (with a counterexample), unsat, timeout or unknown");
-  cmd->add_option("--model", args->model, "ONNX model (default: the embedded digits MLP)")
-      ->check(CLI::ExistingFile);
-  cmd->add_option("--vnnlib", args->vnnlib, "VNNLIB property (default: the embedded one)")
-      ->check(CLI::ExistingFile);
+  add_problem_options(*cmd, args->model, args->vnnlib);
   cmd->add_option("--timeout", args->timeout, "seconds (0 = none)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();

@@ -19,10 +19,12 @@ int64_t numel_of(const std::vector<int64_t>& shape) {
 }
 }  // namespace
 
-int64_t BoundGraph::input_numel() const { return numel_of(input_shape()) / input_shape().front(); }
-int64_t BoundGraph::output_numel() const {
-  return numel_of(output_shape()) / output_shape().front();
+int64_t BoundGraph::node_numel(int i) const {
+  const auto& shape = node(i).shape;
+  return numel_of(shape) / shape.front();
 }
+int64_t BoundGraph::input_numel() const { return node_numel(0); }
+int64_t BoundGraph::output_numel() const { return node_numel(output_); }
 
 bool BoundGraph::is_pre_activation(int i) const {
   for (int u : node(i).users) {

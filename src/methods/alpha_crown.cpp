@@ -12,12 +12,6 @@
 namespace distcrown {
 namespace {
 
-int64_t per_batch_numel(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (size_t i = 1; i < shape.size(); ++i) n *= shape[i];
-  return n;
-}
-
 Interval detached(const Interval& b) {
   return {b.lower.defined() ? b.lower.detach() : at::Tensor(),
           b.upper.defined() ? b.upper.detach() : at::Tensor()};
@@ -35,7 +29,7 @@ RelaxParams AlphaSlopes::params(int start, int node, const at::Tensor& rows,
                                 std::span<const Interval* const> in) {
   auto [it, inserted] = alpha_.try_emplace({start, node});
   if (inserted) {
-    const int64_t r = start == g_.output() ? output_rows_ : per_batch_numel(g_.node(start).shape);
+    const int64_t r = start == g_.output() ? output_rows_ : g_.node_numel(start);
     const at::Tensor init = g_.node(node).op->initial_slopes(*in[0]);  // [B, *shape]
     std::vector<int64_t> full{2, r};
     full.insert(full.end(), init.sizes().begin(), init.sizes().end());

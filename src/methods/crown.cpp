@@ -24,12 +24,6 @@ at::Tensor pad_rows(const at::Tensor& idx) {
   return at::cat({idx, idx[k - 1].expand({padded - k})});
 }
 
-int64_t per_batch_numel(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (size_t i = 1; i < shape.size(); ++i) n *= shape[i];
-  return n;
-}
-
 // Adds b into a (A matrices reaching one node along several paths). Keeps lA and uA one tensor
 // while both sides are the same tensor, so the shared prefix of a backward pass is computed once.
 void add_into(BoundA& a, const BoundA& b) {
@@ -44,10 +38,10 @@ void add_into(BoundA& a, const BoundA& b) {
   accumulate(a.uA, b.uA);
 }
 
-// Rows [r, B, *shape] of a start matrix. One-hot neuron rows: A[j, b, rows[j]] = 1.
-at::Tensor one_hot_rows(const at::Tensor& rows, const std::vector<int64_t>& shape, int64_t B,
-                        const at::TensorOptions& options) {
-  const int64_t n = per_batch_numel(shape);
+// Rows [r, B, *shape] of a start matrix (shape: the node's, n of its elements per batch
+// element). One-hot neuron rows: A[j, b, rows[j]] = 1.
+at::Tensor one_hot_rows(const at::Tensor& rows, const std::vector<int64_t>& shape, int64_t n,
+                        int64_t B, const at::TensorOptions& options) {
   const int64_t k = rows.numel();
   at::Tensor eye = at::zeros({k, B, n}, options);
   eye.scatter_(2, rows.to(options.device()).reshape({k, 1, 1}).expand({k, B, 1}), 1.0);
@@ -104,7 +98,7 @@ void CrownEngine::compute_intermediate_bounds() {
 
 Interval CrownEngine::refine(int i, const Interval& reference) {
   const int64_t B = reference.lower.size(0);
-  const int64_t n = per_batch_numel(g_.node(i).shape);
+  const int64_t n = g_.node_numel(i);
   const at::Tensor lo = reference.lower.reshape({B, n});
   const at::Tensor hi = reference.upper.reshape({B, n});
   if (opt_.scheme == IntermediateScheme::kTight) {
@@ -131,12 +125,13 @@ Interval CrownEngine::refine(int i, const Interval& reference) {
 
 Interval CrownEngine::neuron_rows(int start, const at::Tensor& rows) {
   const auto& shape = g_.node(start).shape;
+  const int64_t n = g_.node_numel(start);
   const int64_t B = box_.lower.size(0);
   const auto options = box_.lower.options();
   return bound_rows(
       start, rows.numel(),
       [&](const at::Tensor& idx) {
-        return one_hot_rows(rows.index_select(0, idx), shape, B, options);
+        return one_hot_rows(rows.index_select(0, idx), shape, n, B, options);
       },
       rows);
 }
@@ -255,13 +250,13 @@ Interval CrownEngine::output_bounds(const at::Tensor& C, bool lower, bool upper)
   const int out = g_.output();
   const auto& shape = g_.node(out).shape;
   const int64_t B = box_.lower.size(0);
-  const int64_t n = per_batch_numel(shape);
+  const int64_t n = g_.node_numel(out);
   Interval result;
   const Sides sides{lower, upper};
   if (!C.defined()) {
     result = bound_rows(
         out, n,
-        [&](const at::Tensor& idx) { return one_hot_rows(idx, shape, B, box_.lower.options()); },
+        [&](const at::Tensor& idx) { return one_hot_rows(idx, shape, n, B, box_.lower.options()); },
         at::Tensor(), sides);
   } else {
     if (C.dim() != 2 || C.size(1) != n) {

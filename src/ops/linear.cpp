@@ -5,6 +5,21 @@
 #include "distcrown/ops/register.hpp"
 
 namespace distcrown::ops {
+
+at::Tensor matmul_row_independent(const at::Tensor& A, const at::Tensor& w) {
+  const int64_t n = w.size(1);
+  if (n >= kRowIndependentMinColumns) return at::matmul(A, w);
+  const at::Tensor wide =
+      at::cat({w, at::zeros({w.size(0), kRowIndependentMinColumns - n}, w.options())}, 1);
+  return at::matmul(A, wide).narrow(-1, 0, n).contiguous();
+}
+
+CentreRadius linear_centre_radius(const Interval& x, const at::Tensor& w, const at::Tensor& b) {
+  const at::Tensor mid = (x.upper + x.lower) / 2;
+  const at::Tensor rad = (x.upper - x.lower) / 2;
+  return {at::linear(mid, w, b), at::linear(rad, w.abs())};
+}
+
 namespace {
 
 class BoundLinear final : public BoundNode {
@@ -24,13 +39,8 @@ class BoundLinear final : public BoundNode {
   }
 
   Interval ibp(std::span<const Interval* const> x) const override {
-    // Centre/radius form as auto_LiRPA: W·mid + b ± |W|·rad.
-    const at::Tensor w = w_->get();
-    const at::Tensor mid = (x[0]->upper + x[0]->lower) / 2;
-    const at::Tensor rad = (x[0]->upper - x[0]->lower) / 2;
-    const at::Tensor center = at::linear(mid, w, bias());
-    const at::Tensor dev = at::linear(rad, w.abs());
-    return {center - dev, center + dev};
+    const CentreRadius cr = linear_centre_radius(*x[0], w_->get(), bias());
+    return {cr.centre - cr.radius, cr.centre + cr.radius};
   }
 
   std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> /*bounds*/,
@@ -38,20 +48,8 @@ class BoundLinear final : public BoundNode {
     // A [S, B, ..., out] -> A W [S, B, ..., in]; bias += A·b.
     const at::Tensor w = w_->get();
     const at::Tensor b = bias();
-    const int64_t in = w.size(1);
-    // For products only a few columns wide, MKL picks kernels whose rounding of a row depends on
-    // the other rows; with at least kMinColumns columns (zero padding) it does not, which keeps
-    // chunked and spec-parallel passes bitwise equal to one pass (docs/architecture.md).
-    constexpr int64_t kMinColumns = 16;
-    const at::Tensor wide =
-        in >= kMinColumns ? w
-                          : at::cat({w, at::zeros({w.size(0), kMinColumns - in}, w.options())}, 1);
     return {map_sides(
-        a, bias_acc,
-        [&](const at::Tensor& A) {
-          const at::Tensor r = at::matmul(A, wide);
-          return in >= kMinColumns ? r : r.narrow(-1, 0, in).contiguous();
-        },
+        a, bias_acc, [&](const at::Tensor& A) { return matmul_row_independent(A, w); },
         [&](const at::Tensor& A) { return b.defined() ? contract(A, b) : at::Tensor(); })};
   }
 

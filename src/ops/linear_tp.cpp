@@ -2,33 +2,11 @@
 
 #include <ATen/ATen.h>
 
+#include "distcrown/ops/linear.hpp"
 #include "distcrown/util/error.hpp"
 
 namespace distcrown::ops {
 namespace {
-
-// A [S, B, k] · w [k, n] -> [S, B, n]. For products only a few columns wide MKL picks kernels
-// whose rounding of a row depends on the other rows; with at least kMinColumns columns (zero
-// padding) it does not (docs/architecture.md, "Row independence"), as in BoundLinear.
-constexpr int64_t kMinColumns = 16;
-
-at::Tensor times(const at::Tensor& A, const at::Tensor& w) {
-  const int64_t n = w.size(1);
-  if (n >= kMinColumns) return at::matmul(A, w);
-  const at::Tensor wide = at::cat({w, at::zeros({w.size(0), kMinColumns - n}, w.options())}, 1);
-  return at::matmul(A, wide).narrow(-1, 0, n).contiguous();
-}
-
-// IBP of x Wᵀ (+ b) in auto_LiRPA's centre/radius form: centre W·mid + b, radius |W|·rad.
-struct CentreRadius {
-  at::Tensor centre;  // [batch, out]
-  at::Tensor radius;  // [batch, out]
-};
-CentreRadius centre_radius(const Interval& x, const at::Tensor& w, const at::Tensor& b) {
-  const at::Tensor mid = (x.upper + x.lower) / 2;
-  const at::Tensor rad = (x.upper - x.lower) / 2;
-  return {at::linear(mid, w, b), at::linear(rad, w.abs())};
-}
 
 class BoundLinearTPCol final : public BoundNode {
  public:
@@ -52,7 +30,7 @@ class BoundLinearTPCol final : public BoundNode {
   }
 
   Interval ibp(std::span<const Interval* const> x) const override {
-    const CentreRadius cr = centre_radius(*x[0], w_->get(), bias());
+    const CentreRadius cr = linear_centre_radius(*x[0], w_->get(), bias());
     return {cr.centre - cr.radius, cr.centre + cr.radius};
   }
 
@@ -81,11 +59,11 @@ class BoundLinearTPCol final : public BoundNode {
     std::vector<at::Tensor> mapped;
     for (const at::Tensor* A : sides) {
       at::Tensor view = buffer.narrow(0, at_offset, a_numel).view({S, B, in});
-      if (in >= kMinColumns) {
+      if (in >= kRowIndependentMinColumns) {
         at::Tensor flat = view.view({S * B, in});
         at::mm_out(flat, A->reshape({S * B, -1}), w);
       } else {
-        view.copy_(times(*A, w));
+        view.copy_(matmul_row_independent(*A, w));
       }
       mapped.push_back(view);
       at_offset += a_numel;
@@ -146,7 +124,7 @@ class BoundLinearTPRow final : public BoundNode {
 
   Interval ibp(std::span<const Interval* const> x) const override {
     // Centre and radius are both partial sums: one AllReduce of [2, B, out].
-    const CentreRadius cr = centre_radius(*x[0], w_->get(), at::Tensor());
+    const CentreRadius cr = linear_centre_radius(*x[0], w_->get(), at::Tensor());
     at::Tensor both = at::stack({cr.centre, cr.radius});
     comm_->all_reduce(both, dist::ReduceOp::kSum);
     const at::Tensor b = bias();
@@ -162,7 +140,7 @@ class BoundLinearTPRow final : public BoundNode {
     const at::Tensor w = w_->get();  // [out, w]
     const at::Tensor b = bias();
     std::vector<BoundA> out{map_sides(
-        a, bias_acc, [&](const at::Tensor& A) { return times(A, w); },
+        a, bias_acc, [&](const at::Tensor& A) { return matmul_row_independent(A, w); },
         [&](const at::Tensor& A) { return b.defined() ? contract(A, b) : at::Tensor(); })};
     if (comm_->rank() != 0) bias_acc = BiasPair{};
     return out;

@@ -33,6 +33,8 @@ class BoundGraph {
   [[nodiscard]] const std::vector<int64_t>& output_shape() const { return node(output_).shape; }
   [[nodiscard]] int64_t input_numel() const;
   [[nodiscard]] int64_t output_numel() const;
+  /// Elements of node i per batch element (its shape without the batch dim).
+  [[nodiscard]] int64_t node_numel(int i) const;
   [[nodiscard]] at::ScalarType dtype() const { return dtype_; }
 
   /// True when some consumer of node i relaxes a nonlinearity and so needs bounds on i.

@@ -1,0 +1,12 @@
+#include "distcrown/util/tensor_values.hpp"
+
+#include <ATen/ATen.h>
+
+namespace distcrown {
+
+std::vector<double> to_doubles(const at::Tensor& t) {
+  const at::Tensor d = t.detach().to(at::kDouble).cpu().contiguous().reshape({-1});
+  return {d.data_ptr<double>(), d.data_ptr<double>() + d.numel()};
+}
+
+}  // namespace distcrown
