@@ -26,27 +26,18 @@
 #include "distcrown/methods/crown.hpp"
 #include "fixtures.hpp"
 #include "process.hpp"
+#include "sampling.hpp"
 
 namespace distcrown {
 namespace {
+
+using testing::fmt;
+using testing::outputs;
 
 // Not looser than CROWN: up to this fraction of max(1, |bound|) (float32 rounding).
 constexpr double kTightTol = 1e-6;
 // Sampled outputs inside the bounds: up to this fraction of max(1, |value|).
 constexpr double kSoundTol = 1e-5;
-
-class SingleThread : public ::testing::Environment {
- public:
-  void SetUp() override { at::set_num_threads(1); }
-};
-[[maybe_unused]] const auto* const kSingleThread =
-    ::testing::AddGlobalTestEnvironment(new SingleThread);
-
-std::string fmt(double v) {
-  std::ostringstream s;
-  s << std::setprecision(10) << v;
-  return s.str();
-}
 
 // Points of the box [lo, hi] ([1, *shape]): lower, upper and centre, `vertices` random vertices
 // and `uniform` uniform points; [N, *shape] in lo's dtype.
@@ -63,13 +54,6 @@ at::Tensor sample_box(at::Generator& gen, const at::Tensor& lo, const at::Tensor
   const at::Tensor v = at::where(at::rand(with(vertices), gen, opts) < 0.5, hi, lo);
   const at::Tensor all = at::cat({lo, hi, (lo + hi) / 2, v, u}, 0);
   return at::minimum(at::maximum(all, lo), hi);
-}
-
-// C·y (or y) at the points x: [N, spec].
-at::Tensor outputs(const BoundGraph& g, const at::Tensor& x, const at::Tensor& C) {
-  c10::NoGradGuard no_grad;
-  const at::Tensor y = g.forward(x).reshape({x.size(0), -1});
-  return C.defined() ? at::matmul(y, C.t()) : y;
 }
 
 // Every row of y [N, spec] within [lower, upper] ([1, spec]; an undefined side is not checked),

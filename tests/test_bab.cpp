@@ -38,24 +38,14 @@
 #include "distcrown/ops/relu.hpp"
 #include "fixtures.hpp"
 #include "process.hpp"
+#include "sampling.hpp"
 
 namespace distcrown {
 namespace {
 
+using testing::fmt;
+
 constexpr double kTol = 1e-5;  // relative to max(1, |value|)
-
-class SingleThread : public ::testing::Environment {
- public:
-  void SetUp() override { at::set_num_threads(1); }
-};
-[[maybe_unused]] const auto* const kSingleThread =
-    ::testing::AddGlobalTestEnvironment(new SingleThread);
-
-std::string fmt(double v) {
-  std::ostringstream s;
-  s << std::setprecision(12) << v;
-  return s.str();
-}
 
 // ---------------------------------------------------------------------------------------------
 // MLPs with explicit weights: the same weights give the graph and a by-hand forward pass.

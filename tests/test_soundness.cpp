@@ -22,6 +22,8 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
+#include "sampling.hpp"
+
 #include "distcrown/graph/bound_graph.hpp"
 #include "distcrown/graph/param.hpp"
 #include "distcrown/methods/crown.hpp"
@@ -38,6 +40,9 @@
 namespace distcrown {
 namespace {
 
+using testing::fmt;
+using testing::outputs;
+
 constexpr double kTolFloat = 1e-5;
 constexpr double kTolDouble = 1e-9;
 constexpr int64_t kUniformSamples = 2000;
@@ -46,15 +51,6 @@ constexpr int64_t kVertexSamples = 256;
 // The engine pads passes so that float32 MKL GEMMs round each row independently of the others
 // (bitwise equal here); float64 kernels have other thresholds and may differ by an ulp.
 constexpr double kChunkUlps = 4;
-
-// The graphs are tiny: one intra-op thread is faster than several contending for shared cores,
-// and makes the timings reproducible.
-class SingleThread : public ::testing::Environment {
- public:
-  void SetUp() override { at::set_num_threads(1); }
-};
-[[maybe_unused]] const auto* const kSingleThread =
-    ::testing::AddGlobalTestEnvironment(new SingleThread);
 
 // Deterministic random tensors from a seeded generator of its own (independent of test order).
 class Rng {
@@ -167,16 +163,6 @@ at::Tensor sample_box(Rng& rng, const at::Tensor& lo, const at::Tensor& hi) {
 }
 
 // Outputs (C·y when C is defined) of the points x: [N, spec].
-at::Tensor outputs(const BoundGraph& g, const at::Tensor& x, const at::Tensor& C) {
-  const at::Tensor y = g.forward(x).reshape({x.size(0), -1});
-  return C.defined() ? at::matmul(y, C.t()) : y;
-}
-
-std::string fmt(double v) {
-  std::ostringstream s;
-  s << std::setprecision(17) << v;
-  return s.str();
-}
 
 // Every sample output y [N, spec] of batch element b lies within the bounds, up to
 // tol·max(1, |y|). Reports the worst violation.
