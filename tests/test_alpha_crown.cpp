@@ -1,9 +1,9 @@
 // α-CROWN (methods/alpha_crown.hpp): never looser than CROWN, sound by sampling (uniform points,
 // random vertices and the box corners, forward passes), monotone in the number of iterations
 // (the optimisation path is deterministic and the result is the best over the iterations), sound
-// under a spec matrix, lower-only runs; against auto_LiRPA's references (../shared/fixtures, the
-// MLPs): at least as tight as CROWN, sound against the sampled ranges, close to auto_LiRPA's
-// α-CROWN; and the CLI's `bounds --method alpha-crown`.
+// under a spec matrix, one-sided runs; against auto_LiRPA's references (../shared/fixtures, the
+// MLPs): at least as tight as CROWN, sound against the sampled ranges, within 1e-3·|ref| of
+// auto_LiRPA's α-CROWN or tighter; and the CLI's `bounds --method alpha-crown`.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -205,22 +205,28 @@ TEST(AlphaCrown, ConvnetTighterThanCrownAndSound) {
 }
 
 TEST(AlphaCrown, MoreIterationsNeverLooser) {
+  // With the reference-saving iteration fixed (by default it is half the iteration count), a
+  // shorter run follows a prefix of a longer run's path, and the result is the best over the
+  // path: exactly not looser (no tolerance). One side per run: a two-sided run's lower side
+  // starts from the upper side's final reference, which depends on the iteration count.
   for (const auto& c : kMlps) {
     BoundGraph g = io::make_random_mlp(c.in, c.hidden, c.depth, c.out, c.seed);
     at::Generator gen = at::detail::createCPUGenerator(c.seed * 31 + 7);
     const InputBox box = random_box(gen, c.in, 2 * c.radius, at::kFloat);
-    Interval previous;
-    for (const int n : {1, 2, 5, 9, 16}) {
-      AlphaOptions ao;
-      ao.iterations = n;
-      const Interval b = alpha_crown(g, box, at::Tensor(), ao).bounds;
-      if (previous.lower.defined()) {
-        // Same path for the first iterations, then the best over more of them: exactly not
-        // looser (no tolerance).
-        expect_not_looser(b, previous, 0.0,
-                          name_of(c, at::kFloat) + " " + std::to_string(n) + " iterations");
+    for (const bool lower : {true, false}) {
+      Interval previous;
+      for (const int n : {1, 2, 5, 9, 16}) {
+        AlphaOptions ao;
+        ao.iterations = n;
+        ao.save_reference_after = 4;
+        const Interval b = alpha_crown(g, box, at::Tensor(), ao, {}, lower, !lower).bounds;
+        if (previous.lower.defined() || previous.upper.defined()) {
+          expect_not_looser(b, previous, 0.0,
+                            name_of(c, at::kFloat) + (lower ? " lower, " : " upper, ") +
+                                std::to_string(n) + " iterations");
+        }
+        previous = b;
       }
-      previous = b;
     }
   }
 }
@@ -249,31 +255,6 @@ TEST(AlphaCrown, SpecMatrixSoundAndLowerOnly) {
       const at::Tensor x = sample_box(gen, box.lower, box.upper, 1000, 64);
       expect_contains(lower.bounds, outputs(g, x, C), what + " lower-only");
       expect_contains(upper.bounds, outputs(g, x, C), what + " upper-only");
-    }
-  }
-}
-
-TEST(AlphaCrown, LowerOnlyGivesTheTwoSidedLower) {
-  // The lower bounds do not depend on whether the upper bounds were asked for too.
-  for (const auto& c : kMlps) {
-    BoundGraph g = io::make_random_mlp(c.in, c.hidden, c.depth, c.out, c.seed);
-    for (const at::ScalarType t : {at::kFloat, at::kDouble}) {
-      g.to_dtype(t);
-      const std::string what = name_of(c, t) + " with C";
-      at::Generator gen = at::detail::createCPUGenerator(c.seed * 17 + 3);
-      const InputBox box = random_box(gen, c.in, c.radius, t);
-      const at::Tensor C = at::randn({7, c.out}, gen, at::TensorOptions().dtype(t));
-      AlphaOptions ao;
-      ao.iterations = 10;
-      const at::Tensor both = alpha_crown(g, box, C, ao, {}, true, true).bounds.lower;
-      const at::Tensor lower = alpha_crown(g, box, C, ao, {}, true, false).bounds.lower;
-      ASSERT_TRUE(lower.defined()) << what;
-      const at::Tensor l1 = lower.to(at::kDouble);
-      const at::Tensor l2 = both.to(at::kDouble);
-      EXPECT_LE(((l1 - l2).abs() - l2.abs().clamp_min(1.0) * kTightTol).max().item<double>(), 0)
-          << what << ": lower-only minus two-sided lower ranges over ["
-          << fmt((l1 - l2).min().item<double>()) << ", " << fmt((l1 - l2).max().item<double>())
-          << "]";
     }
   }
 }
@@ -333,9 +314,10 @@ TEST(AlphaCrownReference, MlpsMatchAutoLirpa) {
       // Sound against the sampled range.
       EXPECT_LE(lo[i], min[i] + 1e-5 * std::max(1.0, std::abs(min[i]))) << "lower " << i;
       EXPECT_GE(hi[i], max[i] - 1e-5 * std::max(1.0, std::abs(max[i]))) << "upper " << i;
-      // Where looser than auto_LiRPA's α-CROWN, not by much.
-      EXPECT_GE(lo[i], ref_lo[i] - 2e-2 * std::max(1e-2, std::abs(ref_lo[i]))) << "lower " << i;
-      EXPECT_LE(hi[i], ref_hi[i] + 2e-2 * std::max(1e-2, std::abs(ref_hi[i]))) << "upper " << i;
+      // Within 1e-3·|ref| of auto_LiRPA's α-CROWN, or tighter (the bar; the same
+      // algorithm lands within 5.4e-4·|ref| on these cases, see docs/results.md).
+      EXPECT_GE(lo[i], ref_lo[i] - 1e-3 * std::abs(ref_lo[i])) << "lower " << i;
+      EXPECT_LE(hi[i], ref_hi[i] + 1e-3 * std::abs(ref_hi[i])) << "upper " << i;
     }
   }
   EXPECT_GT(cases, 0);

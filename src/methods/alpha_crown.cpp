@@ -30,7 +30,10 @@ RelaxParams AlphaSlopes::params(int start, int node, const at::Tensor& rows,
   auto [it, inserted] = alpha_.try_emplace({start, node});
   if (inserted) {
     const int64_t r = start == g_.output() ? output_rows_ : g_.node_numel(start);
-    const at::Tensor init = g_.node(node).op->initial_slopes(*in[0]);  // [B, *shape]
+    const int input = g_.node(node).inputs.front();
+    const bool given = size_t(input) < init_.size() && init_[size_t(input)].has_value();
+    const at::Tensor init =
+        g_.node(node).op->initial_slopes(given ? *init_[size_t(input)] : *in[0]);  // [B, *shape]
     std::vector<int64_t> full{2, r};
     full.insert(full.end(), init.sizes().begin(), init.sizes().end());
     it->second = init.detach().unsqueeze(0).unsqueeze(0).expand(full).clone().requires_grad_(true);
@@ -68,64 +71,98 @@ AlphaResult alpha_crown(const BoundGraph& g, const InputBox& box, const at::Tens
   if (alpha.iterations < 1) throw InvalidArgument("alpha-CROWN needs at least 1 iteration");
   if (!(alpha.lr > 0)) throw InvalidArgument("alpha-CROWN learning rate must be > 0");
   const int64_t spec_rows = C.defined() ? C.size(0) : g.output_numel();
+  // auto_LiRPA keeps the best intermediate bounds only from iteration 0 and from the iterations
+  // after int(iterations·start_save_best) (0.5) on: in between, the reference stays where it was,
+  // so neurons do not turn stable (and lose their gradient) early in the optimisation.
+  const int save_after =
+      alpha.save_reference_after >= 0 ? alpha.save_reference_after : alpha.iterations / 2;
   c10::AutoGradMode grad_on(true);
   AlphaResult result;
   result.intermediate.resize(size_t(g.size()));
   const auto out_of_time = [&] {
     return alpha.stop_at && std::chrono::steady_clock::now() >= *alpha.stop_at;
   };
+  // The reference of the sparse intermediate scheme (auto_LiRPA's aux_reference_bounds, which is
+  // its best_intermediate_bounds): decides which neurons get CROWN rows and gives the others their
+  // bounds. Shared by the two sides: the lower side's first iteration starts from the upper
+  // side's best intermediate bounds, as in auto_LiRPA.
+  std::vector<std::optional<Interval>> reference(size_t(g.size()));
+  // CROWN's intermediate bounds (the first iteration of the first side): every side's α starts
+  // from CROWN's slopes on these.
+  std::vector<std::optional<Interval>> crown_bounds;
   // auto_LiRPA optimises the upper bounds first, then the lower bounds, each from fresh α.
   for (const bool lower_side : {false, true}) {
     if (lower_side ? !lower : !upper) continue;
     AlphaSlopes slopes(g, spec_rows);
-    // This side's best intermediate bounds: the reference of its next iteration. Each side
-    // starts from CROWN's, so a lower-only run gives the lower bounds of a two-sided one.
-    std::vector<std::optional<Interval>> side_best(size_t(g.size()));
+    if (!crown_bounds.empty()) slopes.initialise_from(crown_bounds);
     Adam adam(alpha.lr);
-    at::Tensor best;  // [batch, spec]
-    double best_loss = std::numeric_limits<double>::infinity();
+    at::Tensor best;   // [batch, spec], elementwise best over the iterations
+    at::Tensor saved;  // [batch]: summed bound of the iteration the reference was last saved at
     int stale = 0;
     for (int it = 0; it < alpha.iterations; ++it) {
       CrownEngine engine(g, box, options);
       engine.set_hook(&slopes);
-      // auto_LiRPA: the best intermediate bounds so far are the reference of the sparse scheme.
       for (int i = 1; i < g.size(); ++i) {
-        if (it > 0 && side_best[size_t(i)] && g.is_pre_activation(i)) {
-          engine.set_reference_bounds(i, *side_best[size_t(i)]);
+        if (reference[size_t(i)] && g.is_pre_activation(i)) {
+          engine.set_reference_bounds(i, *reference[size_t(i)]);
         }
       }
       engine.compute_intermediate_bounds();
       const Interval r = engine.output_bounds(C, lower_side, !lower_side);
       const at::Tensor b = lower_side ? r.lower : r.upper;
-      best = best.defined()
-                 ? (lower_side ? at::maximum(best, b.detach()) : at::minimum(best, b.detach()))
-                 : b.detach();
+      const at::Tensor bd = b.detach();
+      // Per batch element, larger is better: [batch].
+      const at::Tensor score = lower_side ? bd.sum(1) : -bd.sum(1);
       ++result.iterations_run;
-      const at::Tensor loss = lower_side ? -b.sum() : b.sum();
-      const double loss_value = loss.item<double>();
-      // Like auto_LiRPA, the intermediate bounds (the next reference) are tightened by the
-      // iterations that improve the loss.
-      if (loss_value < best_loss) {
-        for (int i = 1; i < g.size(); ++i) {
-          if (i == g.output()) continue;
-          auto& slot = side_best[size_t(i)];
-          const Interval now = detached(engine.bounds(i));
-          slot = slot ? tighter(*slot, now) : now;
-        }
+      for (int i = 1; i < g.size(); ++i) {  // every iteration's bounds are sound
+        if (i == g.output()) continue;
+        auto& slot = result.intermediate[size_t(i)];
+        const Interval now = detached(engine.bounds(i));
+        slot = slot ? tighter(*slot, now) : now;
       }
-      if (loss_value < best_loss) {
-        best_loss = loss_value;
-        stale = 0;
-        if (lower_side) {
-          result.output_alpha.clear();
+      bool improved = true;
+      if (it == 0) {
+        best = bd;
+        saved = score;
+        const bool first_side = crown_bounds.empty();
+        if (first_side) crown_bounds.resize(size_t(g.size()));
+        for (int i = 1; i < g.size(); ++i) {
+          if (!g.is_pre_activation(i)) continue;
+          reference[size_t(i)] = detached(engine.bounds(i));
+          if (first_side) crown_bounds[size_t(i)] = reference[size_t(i)];
+        }
+      } else {
+        // Improved: the summed bound beats the sum of the elementwise best so far.
+        improved = (score > (lower_side ? best.sum(1) : -best.sum(1))).any().item<bool>();
+        best = lower_side ? at::maximum(best, bd) : at::minimum(best, bd);
+      }
+      stale = improved ? 0 : stale + 1;
+      if (it > 0 && (it > save_after || stale == alpha.early_stop_patience)) {
+        // Batch elements whose summed bound beats the last saved one tighten their reference.
+        const at::Tensor mask = score > saved;  // [batch]
+        if (mask.any().item<bool>()) {
+          saved = at::where(mask, score, saved);
           for (int i = 1; i < g.size(); ++i) {
-            const at::Tensor a = slopes.get(g.output(), i);
-            if (a.defined()) result.output_alpha[i] = a[0].detach().clone();
+            if (!g.is_pre_activation(i)) continue;
+            auto& slot = reference[size_t(i)];
+            const Interval now = detached(engine.bounds(i));
+            const Interval t = tighter(*slot, now);
+            std::vector<int64_t> shape(size_t(now.lower.dim()), 1);
+            shape[0] = mask.size(0);
+            const at::Tensor m = mask.reshape(shape);
+            slot = Interval{at::where(m, t.lower, slot->lower), at::where(m, t.upper, slot->upper)};
           }
         }
-      } else if (++stale > alpha.early_stop_patience) {
-        break;
       }
+      if (improved && lower_side) {
+        result.output_alpha.clear();
+        for (int i = 1; i < g.size(); ++i) {
+          const at::Tensor a = slopes.get(g.output(), i);
+          if (a.defined()) result.output_alpha[i] = a[0].detach().clone();
+        }
+      }
+      if (stale > alpha.early_stop_patience) break;
+      const at::Tensor loss = lower_side ? -b.sum() : b.sum();
       const std::vector<at::Tensor> params = slopes.parameters();
       if (it + 1 == alpha.iterations || params.empty() || !loss.requires_grad() || out_of_time()) {
         break;
@@ -136,10 +173,6 @@ AlphaResult alpha_crown(const BoundGraph& g, const InputBox& box, const at::Tens
       adam.decay(alpha.lr_decay);
     }
     (lower_side ? result.bounds.lower : result.bounds.upper) = best;
-    for (size_t i = 0; i < side_best.size(); ++i) {
-      auto& slot = result.intermediate[i];
-      if (side_best[i]) slot = slot ? tighter(*slot, *side_best[i]) : *side_best[i];
-    }
   }
   return result;
 }

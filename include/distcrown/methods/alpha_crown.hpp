@@ -5,8 +5,14 @@
 // intermediate start, spec rows of the output), initialised to CROWN's slopes and optimised by
 // Adam with projection to [0, 1], gradients by autograd through the whole backward computation.
 // Upper and lower output bounds are optimised separately (upper first); every iteration recomputes
-// all intermediate bounds with the current α. Every iteration's bounds are sound, so the result is
-// the elementwise best over the iterations — never looser than CROWN (iteration 0 is CROWN).
+// the intermediate bounds with the current α: CROWN rows for the neurons unstable under the
+// reference, the reference's bounds for the others. The reference is auto_LiRPA's
+// (aux_reference_bounds = best_intermediate_bounds): IBP on the first iteration of the first side,
+// then the best intermediate bounds saved at iteration 0 and at the iterations after
+// `save_reference_after` that improve the summed bound — and the lower side starts from the upper
+// side's, so a two-sided run's lower bounds can differ from a lower-only run's. Every iteration's
+// bounds are sound, so the result is the elementwise best over the iterations — never looser than
+// CROWN (iteration 0 is CROWN).
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -27,6 +33,10 @@ struct AlphaOptions {
   double lr_decay = 0.98;
   /// Stop after more than this many iterations without improvement of the summed bound.
   int early_stop_patience = 10;
+  /// Iterations after this one save their intermediate bounds as the next reference (when they
+  /// improve the summed bound); -1: iterations / 2 (auto_LiRPA's start_save_best 0.5). Fixing it
+  /// makes a run with fewer iterations follow a prefix of a longer run's path.
+  int save_reference_after = -1;
   /// Stop optimising at this time (the best bounds so far are returned).
   std::optional<std::chrono::steady_clock::time_point> stop_at;
 };
@@ -40,6 +50,11 @@ class AlphaSlopes final : public RelaxationHook {
   RelaxParams params(int start, int node, const at::Tensor& rows,
                      std::span<const Interval* const> in) override;
 
+  /// Initialises α from CROWN's slopes on these bounds (indexed by node) instead of the bounds a
+  /// node's input has when its α is first used. auto_LiRPA initialises each side's α from a
+  /// plain CROWN pass, while our lower side's first pass already uses the upper side's reference.
+  void initialise_from(std::vector<std::optional<Interval>> bounds) { init_ = std::move(bounds); }
+
   /// Leaf tensors, in a fixed order.
   [[nodiscard]] std::vector<at::Tensor> parameters() const;
   /// Projects every α onto [0, 1].
@@ -52,6 +67,7 @@ class AlphaSlopes final : public RelaxationHook {
  private:
   const BoundGraph& g_;
   int64_t output_rows_;
+  std::vector<std::optional<Interval>> init_;
   std::map<std::pair<int, int>, at::Tensor> alpha_;
 };
 
