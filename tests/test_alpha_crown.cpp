@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <iomanip>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -202,6 +203,60 @@ TEST(AlphaCrown, ConvnetTighterThanCrownAndSound) {
   expect_not_looser(a.bounds, crown, kTightTol, "convnet alpha vs crown");
   const at::Tensor x = sample_box(gen, box.lower, box.upper, 500, 100);
   expect_contains(a.bounds, outputs(g, x, at::Tensor()), "convnet alpha soundness");
+}
+
+TEST(AlphaCrown, WideConvolutionalStartSharesAlphaPerChannel) {
+  // auto_LiRPA's use_full_conv_alpha_thresh: a convolutional start node with more than 512
+  // neurons unstable under CROWN gets one α per channel for the ReLUs below it.
+  BoundGraph g = io::load_onnx_bytes(io::serialize_onnx_model(io::random_convnet_onnx(16, 3)),
+                                     "<random convnet>");
+  at::Generator gen = at::detail::createCPUGenerator(7);
+  const at::Tensor centre = at::rand({1, 1, 28, 28}, gen, at::TensorOptions().dtype(at::kFloat));
+  const InputBox box{centre - 0.3, centre + 0.3};
+  CrownEngine engine(g, box, {});
+  engine.compute_intermediate_bounds();
+  std::vector<std::optional<Interval>> crown(size_t(g.size()));
+  std::vector<int> convs;  // pre-activation nodes shaped [1, C, H, W]
+  for (int i = 1; i < g.size(); ++i) {
+    if (!g.is_pre_activation(i)) continue;
+    crown[size_t(i)] = engine.bounds(i);
+    if (g.node(i).shape.size() == 4) convs.push_back(i);
+  }
+  ASSERT_EQ(convs.size(), 2U);
+  const int start = convs[1];  // Conv(16 -> 32): [1, 32, 7, 7]
+  const Interval& b = *crown[size_t(start)];
+  ASSERT_GT(((b.lower < 0) & (b.upper > 0)).sum().item<int64_t>(), 512)
+      << "the box must leave more than 512 neurons of the second convolution unstable";
+  int relu = -1;  // the ReLU after the first convolution
+  for (int i = 1; i < g.size(); ++i) {
+    if (g.node(i).inputs == std::vector<int>{convs[0]}) relu = i;
+  }
+  ASSERT_GE(relu, 0);
+  AlphaSlopes slopes(g, 10);
+  slopes.initialise_from(crown);
+  const Interval* in[] = {&*crown[size_t(convs[0])]};
+  // Rows 0 and 48 lie in channel 0 (7·7 positions per channel), row 49 in channel 1.
+  const at::Tensor rows = at::tensor(std::vector<int64_t>{0, 48, 49}, at::kLong);
+  const RelaxParams p = slopes.params(start, relu, rows, in);
+  EXPECT_EQ(slopes.get(start, relu).size(1), 32) << "one α row per channel";
+  EXPECT_TRUE(p.alpha_l.defined());
+  EXPECT_EQ(p.alpha_l.size(0), 3);
+  // Make channel 0 and channel 1 differ, then rows of one channel must see the same α.
+  {
+    c10::NoGradGuard no_grad;
+    slopes.get(start, relu)[0][1].fill_(0.25);
+  }
+  const RelaxParams q = slopes.params(start, relu, rows, in);
+  EXPECT_TRUE(at::equal(q.alpha_l[0], q.alpha_l[1]));
+  EXPECT_FALSE(at::equal(q.alpha_l[0], q.alpha_l[2]));
+  // And the optimisation with shared α stays sound and not looser than CROWN.
+  AlphaOptions ao;
+  ao.iterations = 3;
+  const AlphaResult a = alpha_crown(g, box, at::Tensor(), ao);
+  expect_not_looser(a.bounds, compute_bounds(g, box, Method::kCrown), kTightTol,
+                    "wide convnet alpha vs crown");
+  const at::Tensor x = sample_box(gen, box.lower, box.upper, 300, 100);
+  expect_contains(a.bounds, outputs(g, x, at::Tensor()), "wide convnet alpha soundness");
 }
 
 TEST(AlphaCrown, MoreIterationsNeverLooser) {

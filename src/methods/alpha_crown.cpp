@@ -23,45 +23,64 @@ Interval tighter(const Interval& a, const Interval& b) {
           a.upper.defined() ? at::minimum(a.upper, b.upper) : at::Tensor()};
 }
 
+// auto_LiRPA shares one α over the spatial positions of a convolutional start node ([C, H, W])
+// with more than this many neurons unstable under CROWN (its use_full_conv_alpha_thresh): the
+// rows of such a start's α are its channels.
+constexpr int64_t kSharedAlphaThreshold = 512;
+
 }  // namespace
+
+int64_t AlphaSlopes::positions_per_row(int start) const {
+  const auto& shape = g_.node(start).shape;  // [1, *]
+  if (start == g_.output() || shape.size() != 4) return 1;
+  if (size_t(start) >= init_.size() || !init_[size_t(start)]) return 1;
+  const Interval& b = *init_[size_t(start)];
+  const int64_t unstable = ((b.lower < 0) & (b.upper > 0)).any(0).sum().item<int64_t>();
+  return unstable > kSharedAlphaThreshold ? shape[2] * shape[3] : 1;
+}
 
 RelaxParams AlphaSlopes::params(int start, int node, const at::Tensor& rows,
                                 std::span<const Interval* const> in) {
   auto [it, inserted] = alpha_.try_emplace({start, node});
   if (inserted) {
-    const int64_t r = start == g_.output() ? output_rows_ : g_.node_numel(start);
+    it->second.per_row = positions_per_row(start);
+    const int64_t r =
+        start == g_.output() ? output_rows_ : g_.node_numel(start) / it->second.per_row;
     const int input = g_.node(node).inputs.front();
     const bool given = size_t(input) < init_.size() && init_[size_t(input)].has_value();
     const at::Tensor init =
         g_.node(node).op->initial_slopes(given ? *init_[size_t(input)] : *in[0]);  // [B, *shape]
     std::vector<int64_t> full{2, r};
     full.insert(full.end(), init.sizes().begin(), init.sizes().end());
-    it->second = init.detach().unsqueeze(0).unsqueeze(0).expand(full).clone().requires_grad_(true);
+    it->second.alpha =
+        init.detach().unsqueeze(0).unsqueeze(0).expand(full).clone().requires_grad_(true);
   }
-  const at::Tensor& a = it->second;  // [2, rows, B, *shape]
-  return {a[0].index_select(0, rows), a[1].index_select(0, rows), {}, {}};
+  const at::Tensor& a = it->second.alpha;  // [2, rows, B, *shape]
+  const at::Tensor idx =
+      it->second.per_row == 1 ? rows : at::floor_divide(rows, it->second.per_row);
+  return {a[0].index_select(0, idx), a[1].index_select(0, idx), {}, {}};
 }
 
 std::vector<at::Tensor> AlphaSlopes::parameters() const {
   std::vector<at::Tensor> p;
   p.reserve(alpha_.size());
-  for (const auto& kv : alpha_) p.push_back(kv.second);
+  for (const auto& kv : alpha_) p.push_back(kv.second.alpha);
   return p;
 }
 
 void AlphaSlopes::project() {
   c10::NoGradGuard no_grad;
-  for (auto& kv : alpha_) kv.second.clamp_(0.0, 1.0);
+  for (auto& kv : alpha_) kv.second.alpha.clamp_(0.0, 1.0);
 }
 
 at::Tensor AlphaSlopes::get(int start, int node) const {
   const auto it = alpha_.find({start, node});
-  return it == alpha_.end() ? at::Tensor() : it->second;
+  return it == alpha_.end() ? at::Tensor() : it->second.alpha;
 }
 
 int64_t AlphaSlopes::bytes() const {
   int64_t b = 0;
-  for (const auto& kv : alpha_) b += int64_t(kv.second.nbytes());
+  for (const auto& kv : alpha_) b += int64_t(kv.second.alpha.nbytes());
   return b;
 }
 
@@ -87,14 +106,22 @@ AlphaResult alpha_crown(const BoundGraph& g, const InputBox& box, const at::Tens
   // bounds. Shared by the two sides: the lower side's first iteration starts from the upper
   // side's best intermediate bounds, as in auto_LiRPA.
   std::vector<std::optional<Interval>> reference(size_t(g.size()));
-  // CROWN's intermediate bounds (the first iteration of the first side): every side's α starts
-  // from CROWN's slopes on these.
-  std::vector<std::optional<Interval>> crown_bounds;
+  // CROWN's intermediate bounds, from a pass without α like auto_LiRPA's init_alpha: every
+  // side's α starts from CROWN's slopes on these, and they decide which α are shared.
+  std::vector<std::optional<Interval>> crown_bounds(size_t(g.size()));
+  {
+    c10::NoGradGuard no_grad;
+    CrownEngine engine(g, box, options);
+    engine.compute_intermediate_bounds();
+    for (int i = 1; i < g.size(); ++i) {
+      if (g.is_pre_activation(i)) crown_bounds[size_t(i)] = engine.bounds(i);
+    }
+  }
   // auto_LiRPA optimises the upper bounds first, then the lower bounds, each from fresh α.
   for (const bool lower_side : {false, true}) {
     if (lower_side ? !lower : !upper) continue;
     AlphaSlopes slopes(g, spec_rows);
-    if (!crown_bounds.empty()) slopes.initialise_from(crown_bounds);
+    slopes.initialise_from(crown_bounds);
     Adam adam(alpha.lr);
     at::Tensor best;   // [batch, spec], elementwise best over the iterations
     at::Tensor saved;  // [batch]: summed bound of the iteration the reference was last saved at
@@ -124,12 +151,8 @@ AlphaResult alpha_crown(const BoundGraph& g, const InputBox& box, const at::Tens
       if (it == 0) {
         best = bd;
         saved = score;
-        const bool first_side = crown_bounds.empty();
-        if (first_side) crown_bounds.resize(size_t(g.size()));
         for (int i = 1; i < g.size(); ++i) {
-          if (!g.is_pre_activation(i)) continue;
-          reference[size_t(i)] = detached(engine.bounds(i));
-          if (first_side) crown_bounds[size_t(i)] = reference[size_t(i)];
+          if (g.is_pre_activation(i)) reference[size_t(i)] = detached(engine.bounds(i));
         }
       } else {
         // Improved: the summed bound beats the sum of the elementwise best so far.

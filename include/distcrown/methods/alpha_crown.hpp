@@ -51,8 +51,10 @@ class AlphaSlopes final : public RelaxationHook {
                      std::span<const Interval* const> in) override;
 
   /// Initialises α from CROWN's slopes on these bounds (indexed by node) instead of the bounds a
-  /// node's input has when its α is first used. auto_LiRPA initialises each side's α from a
-  /// plain CROWN pass, while our lower side's first pass already uses the upper side's reference.
+  /// node's input has when its α is first used (auto_LiRPA initialises each side's α from a
+  /// plain CROWN pass, while our lower side's first pass already uses the upper side's
+  /// reference); a convolutional start node with more than 512 neurons unstable under them gets
+  /// one α per channel, shared over its positions, as in auto_LiRPA.
   void initialise_from(std::vector<std::optional<Interval>> bounds) { init_ = std::move(bounds); }
 
   /// Leaf tensors, in a fixed order.
@@ -67,8 +69,15 @@ class AlphaSlopes final : public RelaxationHook {
  private:
   const BoundGraph& g_;
   int64_t output_rows_;
+  /// Neurons of `start` that share one row of α: H·W for a shared convolutional start, else 1.
+  [[nodiscard]] int64_t positions_per_row(int start) const;
+
+  struct Slopes {
+    at::Tensor alpha;  // [2, rows, B, *shape]
+    int64_t per_row = 1;
+  };
   std::vector<std::optional<Interval>> init_;
-  std::map<std::pair<int, int>, at::Tensor> alpha_;
+  std::map<std::pair<int, int>, Slopes> alpha_;
 };
 
 struct AlphaResult {
