@@ -25,7 +25,11 @@ namespace {
 at::Tensor relax_side(const at::Tensor& A, const at::Tensor& d_pos, const at::Tensor& d_neg,
                       const at::Tensor& upper_b, at::Tensor& bias, bool upper_side) {
   at::Tensor pos = A.clamp_min(0);
-  at::Tensor neg = A.clamp_max(0);
+  // A − pos rather than clamp_max: autograd then treats A == 0 as positive only (clamp's gradient
+  // passes at the boundary on both sides, giving d_pos + d_neg there). auto_LiRPA's
+  // ClampedMultiplication uses this convention; the values are the same, and α-CROWN's
+  // optimisation path on convolutional nets (many exact zeros in A) follows auto_LiRPA's.
+  at::Tensor neg = A - pos;
   accumulate(bias, contract(upper_side ? pos : neg, upper_b));
   if (at::GradMode::is_enabled()) return pos * d_pos + neg * d_neg;  // autograd: no in-place
   pos.mul_(d_pos);
