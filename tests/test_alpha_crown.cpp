@@ -190,12 +190,21 @@ TEST(AlphaCrown, OneIterationIsCrown) {
   }
 }
 
-TEST(AlphaCrown, ConvnetTighterThanCrownAndSound) {
-  BoundGraph g = io::load_onnx_bytes(io::serialize_onnx_model(io::random_convnet_onnx(16, 3)),
-                                     "<random convnet>");
-  at::Generator gen = at::detail::createCPUGenerator(99);
+// The synthetic convnet (io/synthetic.hpp), and a box of the given radius around a random image.
+BoundGraph random_convnet() {
+  return io::load_onnx_bytes(io::serialize_onnx_model(io::random_convnet_onnx(16, 3)),
+                             "<random convnet>");
+}
+
+InputBox image_box(at::Generator& gen, double radius) {
   const at::Tensor centre = at::rand({1, 1, 28, 28}, gen, at::TensorOptions().dtype(at::kFloat));
-  const InputBox box{centre - 0.02, centre + 0.02};
+  return {centre - radius, centre + radius};
+}
+
+TEST(AlphaCrown, ConvnetTighterThanCrownAndSound) {
+  BoundGraph g = random_convnet();
+  at::Generator gen = at::detail::createCPUGenerator(99);
+  const InputBox box = image_box(gen, 0.02);
   AlphaOptions ao;
   ao.iterations = 4;
   const Interval crown = compute_bounds(g, box, Method::kCrown);
@@ -208,11 +217,9 @@ TEST(AlphaCrown, ConvnetTighterThanCrownAndSound) {
 TEST(AlphaCrown, WideConvolutionalStartSharesAlphaPerChannel) {
   // auto_LiRPA's use_full_conv_alpha_thresh: a convolutional start node with more than 512
   // neurons unstable under CROWN gets one α per channel for the ReLUs below it.
-  BoundGraph g = io::load_onnx_bytes(io::serialize_onnx_model(io::random_convnet_onnx(16, 3)),
-                                     "<random convnet>");
+  BoundGraph g = random_convnet();
   at::Generator gen = at::detail::createCPUGenerator(7);
-  const at::Tensor centre = at::rand({1, 1, 28, 28}, gen, at::TensorOptions().dtype(at::kFloat));
-  const InputBox box{centre - 0.3, centre + 0.3};
+  const InputBox box = image_box(gen, 0.3);
   CrownEngine engine(g, box, {});
   engine.compute_intermediate_bounds();
   std::vector<std::optional<Interval>> crown(size_t(g.size()));
