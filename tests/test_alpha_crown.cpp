@@ -21,6 +21,7 @@
 #include <c10/core/GradMode.h>
 #include <gtest/gtest.h>
 
+#include "bounds_table.hpp"
 #include "distcrown/io/onnx_loader.hpp"
 #include "distcrown/io/synthetic.hpp"
 #include "distcrown/methods/alpha_crown.hpp"
@@ -398,20 +399,7 @@ TEST_F(AlphaCrownCli, BoundsTableOnTheEmbeddedDefault) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("alpha-crown"), std::string::npos) << r.out;
   // Ten rows "Y_j lower upper" with lower <= upper.
-  std::istringstream lines(r.out);
-  std::string line;
-  int rows = 0;
-  while (std::getline(lines, line)) {
-    char name[16];
-    double lo = 0;
-    double hi = 0;
-    if (std::sscanf(line.c_str(), " %15s %lf %lf", name, &lo, &hi) == 3 &&
-        std::string(name) == "Y_" + std::to_string(rows)) {
-      EXPECT_LE(lo, hi) << line;
-      ++rows;
-    }
-  }
-  EXPECT_EQ(rows, 10) << r.out;
+  EXPECT_EQ(testing::read_bounds_table(r.out).rows, 10U) << r.out;
 }
 
 TEST_F(AlphaCrownCli, ZeroIterationsIsAUsageError) {

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bounds_table.hpp"
 #include "fixtures.hpp"
 #include "onnx_builder.hpp"
 #include "process.hpp"
@@ -111,25 +112,9 @@ TEST_F(Cli, BoundsWithoutArgumentsPrintsATable) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.err, "");
   EXPECT_NE(r.out.find("crown bounds of 10 outputs"), std::string::npos) << r.out;
-  std::istringstream lines(r.out);
-  std::string line;
-  size_t rows = 0;
-  bool header = false;
-  while (std::getline(lines, line)) {
-    char name[16];
-    double lo = 0;
-    double hi = 0;
-    if (std::sscanf(line.c_str(), " %15s %lf %lf", name, &lo, &hi) == 3 &&
-        std::string(name) == "Y_" + std::to_string(rows)) {
-      EXPECT_LE(lo, hi) << line;
-      ++rows;
-    } else if (line.find("output") != std::string::npos &&
-               line.find("lower") != std::string::npos && line.find("upper") != std::string::npos) {
-      header = true;
-    }
-  }
-  EXPECT_TRUE(header) << r.out;
-  EXPECT_EQ(rows, kDigitsOutputs) << r.out;
+  const testing::BoundsTable t = testing::read_bounds_table(r.out);
+  EXPECT_TRUE(t.header) << r.out;
+  EXPECT_EQ(t.rows, kDigitsOutputs) << r.out;
 }
 
 TEST_F(Cli, JsonOutputIbpAndCrown) {
