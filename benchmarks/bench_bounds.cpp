@@ -22,6 +22,7 @@
 
 #include "distcrown/io/onnx_loader.hpp"
 #include "distcrown/io/synthetic.hpp"
+#include "distcrown/methods/compute_bounds.hpp"
 #include "distcrown/methods/crown.hpp"
 #include "distcrown/util/memory.hpp"
 

@@ -31,12 +31,14 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "distcrown/dist/communicator.hpp"
-#include "distcrown/dist/partitioner.hpp"
+#include "distcrown/collective/communicator.hpp"
+#include "distcrown/collective/mpi.hpp"
 #include "distcrown/io/synthetic.hpp"
+#include "distcrown/methods/compute_bounds.hpp"
 #include "distcrown/methods/crown.hpp"
 #include "distcrown/ops/linear.hpp"
 #include "distcrown/ops/relu.hpp"
+#include "distcrown/sharding/partitioner.hpp"
 #include "distcrown/util/memory.hpp"
 
 namespace {
@@ -97,14 +99,14 @@ BoundGraph wide_mlp(int64_t in, int64_t hidden) {
 int run_worker(const WorkerArgs& a) {
   c10::NoGradGuard no_grad;
   distcrown::memory::install_counting_allocator();
-  const distcrown::dist::CommPtr comm = a.backend == "nccl"
-                                            ? distcrown::dist::make_nccl_communicator()
-                                            : distcrown::dist::make_mpi_communicator();
+  const distcrown::collective::CommPtr comm = a.backend == "nccl"
+                                                  ? distcrown::collective::make_nccl_communicator()
+                                                  : distcrown::collective::make_mpi_communicator();
   const at::Device device = a.device == "cuda" ? at::Device(at::kCUDA) : at::Device(at::kCPU);
   BoundGraph g = wide_mlp(a.in, a.hidden);
   distcrown::BoundOptions opt;
   if (a.mode != "none") {
-    distcrown::dist::partition_tensor_parallel(g, comm);
+    distcrown::sharding::partition_tensor_parallel(g, comm);
     if (a.mode == "tp") opt.sharded_intermediate = distcrown::ShardedIntermediate::kIbp;
   }
   g.to_device(device);
@@ -129,7 +131,7 @@ int run_worker(const WorkerArgs& a) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const int64_t peak = device.is_cuda() ? distcrown::memory::cuda_usage(cuda_index).peak_bytes
                                         : distcrown::memory::peak_bytes();
-  const distcrown::dist::CommStats stats = comm->stats();
+  const distcrown::collective::CommStats stats = comm->stats();
   std::ostringstream mine;
   mine << baseline << ' ' << peak << ' ' << stats.calls << ' ' << stats.bytes << ' ' << stats.time_s
        << ' ' << seconds;

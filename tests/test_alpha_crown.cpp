@@ -25,6 +25,7 @@
 #include "distcrown/io/onnx_loader.hpp"
 #include "distcrown/io/synthetic.hpp"
 #include "distcrown/methods/alpha_crown.hpp"
+#include "distcrown/methods/compute_bounds.hpp"
 #include "distcrown/methods/crown.hpp"
 #include "fixtures.hpp"
 #include "process.hpp"

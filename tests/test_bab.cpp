@@ -32,6 +32,7 @@
 #include "distcrown/io/problem.hpp"
 #include "distcrown/io/vnnlib.hpp"
 #include "distcrown/methods/alpha_crown.hpp"
+#include "distcrown/methods/compute_bounds.hpp"
 #include "distcrown/methods/crown.hpp"
 #include "distcrown/methods/ibp.hpp"
 #include "distcrown/ops/linear.hpp"
@@ -90,7 +91,7 @@ Net build(const std::vector<Layer>& layers, at::ScalarType dtype = at::kFloat) {
   Net n{std::move(b).finish(x), {}, {}};
   n.graph.to_dtype(dtype);
   for (int i = 1; i < n.graph.size(); ++i) {
-    if (n.graph.node(i).op && n.graph.node(i).op->has_slopes()) {
+    if (n.graph.node(i).op && n.graph.node(i).op->traits().splittable) {
       n.relus.push_back(i);
       n.pres.push_back(n.graph.node(i).inputs.at(0));
     }

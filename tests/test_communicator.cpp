@@ -16,13 +16,14 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
-#include "distcrown/dist/communicator.hpp"
+#include "distcrown/collective/communicator.hpp"
+#include "distcrown/collective/mpi.hpp"
 #include "distcrown/util/error.hpp"
 
 namespace {
 
-using distcrown::dist::CommPtr;
-using distcrown::dist::ReduceOp;
+using distcrown::collective::CommPtr;
+using distcrown::collective::ReduceOp;
 
 int world_size() {
   int size = 1;
@@ -62,17 +63,17 @@ class CommunicatorTest : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     const std::string& backend = GetParam();
     if (backend == "local") {
-      comm_ = distcrown::dist::make_local_communicator();
+      comm_ = distcrown::collective::make_local_communicator();
     } else if (backend == "mpi") {
-      comm_ = distcrown::dist::make_mpi_communicator();
+      comm_ = distcrown::collective::make_mpi_communicator();
     } else if (backend == "mpi_cuda") {
       if (!cuda_usable()) {
         GTEST_SKIP() << "MPI with CUDA tensors needs a CUDA device (none usable here)";
       }
-      comm_ = distcrown::dist::make_mpi_communicator();
+      comm_ = distcrown::collective::make_mpi_communicator();
       device_ = at::kCUDA;
     } else if (backend == "nccl") {
-      if (!distcrown::dist::nccl_available()) {
+      if (!distcrown::collective::nccl_available()) {
         GTEST_SKIP() << "NCCL backend unavailable: built without NCCL or no CUDA device";
       }
       const int ranks_here = node_size();
@@ -80,7 +81,7 @@ class CommunicatorTest : public ::testing::TestWithParam<std::string> {
         GTEST_SKIP() << "NCCL needs one GPU per rank: " << ranks_here << " ranks on this node, "
                      << at::getNumGPUs() << " GPU(s)";
       }
-      comm_ = distcrown::dist::make_nccl_communicator();
+      comm_ = distcrown::collective::make_nccl_communicator();
       device_ = at::kCUDA;
     } else {
       FAIL() << "unknown backend " << backend;
@@ -374,11 +375,11 @@ TEST_P(CommunicatorTest, TwoCommunicatorsInterleaved) {
   CommPtr other;
   const std::string& backend = GetParam();
   if (backend == "local") {
-    other = distcrown::dist::make_local_communicator();
+    other = distcrown::collective::make_local_communicator();
   } else if (backend == "nccl") {
-    other = distcrown::dist::make_nccl_communicator();
+    other = distcrown::collective::make_nccl_communicator();
   } else {
-    other = distcrown::dist::make_mpi_communicator();
+    other = distcrown::collective::make_mpi_communicator();
   }
   at::Tensor a = empty({3}, at::kFloat).fill_(static_cast<double>(rank_));
   at::Tensor b = empty({3}, at::kFloat).fill_(1.0);
@@ -401,21 +402,21 @@ INSTANTIATE_TEST_SUITE_P(Backends, CommunicatorTest,
 
 TEST(Communicator, LaunchedUnderMpi) {
   if (world_size() > 1) {
-    EXPECT_TRUE(distcrown::dist::launched_under_mpi());
+    EXPECT_TRUE(distcrown::collective::launched_under_mpi());
   }
-  SUCCEED() << "launched_under_mpi() = " << distcrown::dist::launched_under_mpi();
+  SUCCEED() << "launched_under_mpi() = " << distcrown::collective::launched_under_mpi();
 }
 
 TEST(Communicator, NcclUnavailableThrowsError) {
-  if (distcrown::dist::nccl_available()) {
+  if (distcrown::collective::nccl_available()) {
     GTEST_SKIP() << "NCCL is available here; the unavailable path is tested on CPU-only machines";
   }
   // Collective even when it fails: every rank agrees there is no GPU before anyone throws.
-  EXPECT_THROW((void)distcrown::dist::make_nccl_communicator(), distcrown::Error);
+  EXPECT_THROW((void)distcrown::collective::make_nccl_communicator(), distcrown::Error);
 }
 
 TEST(Communicator, LocalIsSingleRankEverywhere) {
-  const CommPtr local = distcrown::dist::make_local_communicator();
+  const CommPtr local = distcrown::collective::make_local_communicator();
   EXPECT_EQ(local->size(), 1);
   EXPECT_EQ(local->rank(), 0);
   at::Tensor t = at::full({2}, 5.0, at::kFloat);

@@ -7,12 +7,14 @@
 #include <c10/core/GradMode.h>
 #include <gtest/gtest.h>
 
-#include "distcrown/dist/agreement.hpp"
-#include "distcrown/dist/sharded_param.hpp"
+#include "distcrown/collective/agreement.hpp"
+#include "distcrown/collective/mpi.hpp"
 #include "distcrown/io/onnx_loader.hpp"
 #include "distcrown/io/problem.hpp"
 #include "distcrown/io/synthetic.hpp"
+#include "distcrown/methods/compute_bounds.hpp"
 #include "distcrown/methods/crown.hpp"
+#include "distcrown/sharding/sharded_param.hpp"
 #include "distcrown/util/memory.hpp"
 #include "fixtures.hpp"
 
@@ -20,7 +22,7 @@ namespace distcrown {
 namespace {
 
 // A fresh communicator per test (a duplicate of MPI_COMM_WORLD), released before MPI_Finalize.
-dist::CommPtr world() { return dist::make_mpi_communicator(); }
+collective::CommPtr world() { return collective::make_mpi_communicator(); }
 
 struct Model {
   std::string name;
@@ -70,12 +72,12 @@ struct Mode {
 
 void check_mode(const Mode& mode) {
   c10::NoGradGuard no_grad;
-  const dist::CommPtr comm = world();
+  const collective::CommPtr comm = world();
   for (const Model& m : all_models()) {
     SCOPED_TRACE(m.name);
     const BoundGraph plain = io::load_onnx_bytes(m.bytes, m.name);
     BoundGraph sharded = io::load_onnx_bytes(m.bytes, m.name);
-    if (mode.fsdp) dist::shard_graph(sharded, dist::ShardPlan::kFsdp, comm);
+    if (mode.fsdp) sharding::shard_graph(sharded, sharding::ShardPlan::kFsdp, comm);
     BoundOptions opt;
     opt.crown_batch_size = mode.chunk;
     for (Method method : {Method::kIbp, Method::kCrown}) {
@@ -104,10 +106,10 @@ TEST(Distributed, SpecParallelMatches) { check_mode({false, true, 0}); }
 TEST(Distributed, FsdpAndSpecParallelWithChunksMatch) { check_mode({true, true, 5}); }
 
 TEST(Distributed, FsdpShardsHoldOneOverP) {
-  const dist::CommPtr comm = world();
+  const collective::CommPtr comm = world();
   BoundGraph g = io::make_random_mlp(30, 64, 2, 10, 3);
   const int64_t full = g.param_bytes();
-  dist::shard_graph(g, dist::ShardPlan::kFsdp, comm);
+  sharding::shard_graph(g, sharding::ShardPlan::kFsdp, comm);
   const int64_t P = comm->size();
   // Every parameter is padded to a multiple of P elements: at most P − 1 extra floats each.
   const int64_t params = 6;
@@ -116,14 +118,14 @@ TEST(Distributed, FsdpShardsHoldOneOverP) {
 }
 
 TEST(Distributed, ErrorOnOneRankReachesEveryRank) {
-  const dist::CommPtr comm = world();
+  const collective::CommPtr comm = world();
   const int last = comm->size() - 1;
   try {
-    dist::run_agreed(*comm, [&] {
+    collective::run_agreed(*comm, [&] {
       if (comm->rank() == last) throw ModelError("bad.onnx: corrupt");
     });
     FAIL() << "no error";
-  } catch (const dist::WorldError& e) {
+  } catch (const collective::WorldError& e) {
     EXPECT_EQ(e.failing_rank(), last);
     EXPECT_NE(std::string(e.what()).find("bad.onnx: corrupt"), std::string::npos);
     EXPECT_EQ(e.printing_rank(), comm->rank() == 0);
@@ -131,11 +133,11 @@ TEST(Distributed, ErrorOnOneRankReachesEveryRank) {
 }
 
 TEST(Distributed, DifferentInputsAreRefused) {
-  const dist::CommPtr comm = world();
+  const collective::CommPtr comm = world();
   if (comm->size() == 1) GTEST_SKIP() << "needs 2 or more ranks";
-  EXPECT_THROW(dist::check_same_inputs(*comm, comm->rank() == 1 ? "other" : "same"),
-               dist::WorldError);
-  EXPECT_NO_THROW(dist::check_same_inputs(*comm, "same"));
+  EXPECT_THROW(collective::check_same_inputs(*comm, comm->rank() == 1 ? "other" : "same"),
+               collective::WorldError);
+  EXPECT_NO_THROW(collective::check_same_inputs(*comm, "same"));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "distcrown/io/onnx_loader.hpp"
+#include "distcrown/methods/compute_bounds.hpp"
 #include "distcrown/methods/crown.hpp"
 #include "fixtures.hpp"
 

@@ -26,6 +26,7 @@
 
 #include "distcrown/graph/bound_graph.hpp"
 #include "distcrown/graph/param.hpp"
+#include "distcrown/methods/compute_bounds.hpp"
 #include "distcrown/methods/crown.hpp"
 #include "distcrown/methods/ibp.hpp"
 #include "distcrown/methods/options.hpp"

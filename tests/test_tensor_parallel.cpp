@@ -17,11 +17,13 @@
 #include <c10/core/GradMode.h>
 #include <gtest/gtest.h>
 
-#include "distcrown/dist/partitioner.hpp"
-#include "distcrown/dist/sharded_param.hpp"
+#include "distcrown/collective/mpi.hpp"
 #include "distcrown/io/onnx_loader.hpp"
 #include "distcrown/io/synthetic.hpp"
+#include "distcrown/methods/compute_bounds.hpp"
 #include "distcrown/methods/crown.hpp"
+#include "distcrown/sharding/partitioner.hpp"
+#include "distcrown/sharding/sharded_param.hpp"
 #include "distcrown/util/error.hpp"
 #include "fixtures.hpp"
 
@@ -30,7 +32,7 @@ namespace {
 
 constexpr double kExactTol = 1e-5;  // relative to the largest |bound| of the model
 
-dist::CommPtr world() { return dist::make_mpi_communicator(); }
+collective::CommPtr world() { return collective::make_mpi_communicator(); }
 
 struct Model {
   std::string name;
@@ -114,20 +116,20 @@ void expect_sound(const BoundGraph& plain, const InputBox& box, const Interval& 
 
 TEST(TensorParallel, PartitionBuildsBalancedZones) {
   c10::NoGradGuard no_grad;
-  const dist::CommPtr comm = world();
+  const collective::CommPtr comm = world();
   const int P = comm->size();
   for (int depth = 1; depth <= 5; ++depth) {
     SCOPED_TRACE("depth " + std::to_string(depth));
     const BoundGraph plain = io::make_random_mlp(10, 33, depth, 4, 1);
     BoundGraph g = io::make_random_mlp(10, 33, depth, 4, 1);
-    const dist::TpPlan plan = dist::partition_tensor_parallel(g, comm);
+    const sharding::TpPlan plan = sharding::partition_tensor_parallel(g, comm);
     ASSERT_EQ(plan.zones.size(), size_t((depth + 1) / 2));
     int64_t zone_full = 0;  // bytes of the zones' parameters in the plain graph
     int64_t row_bias = 0;   // bytes of the Rows' biases, which every rank holds whole
     auto& source = const_cast<BoundGraph&>(plain);
-    for (const dist::TpZone& z : plan.zones) {
+    for (const sharding::TpZone& z : plan.zones) {
       EXPECT_EQ(z.hidden, 33);
-      const dist::Split s = z.local;
+      const sharding::Split s = z.local;
       EXPECT_EQ(s.width, 33 / P + (comm->rank() < 33 % P ? 1 : 0));
       EXPECT_EQ(g.node(z.col).shape, (std::vector<int64_t>{1, s.width}));
       EXPECT_EQ(g.node(z.relu).shape, (std::vector<int64_t>{1, s.width}));
@@ -143,7 +145,7 @@ TEST(TensorParallel, PartitionBuildsBalancedZones) {
     }
     // Summed over ranks, the zone weights are held once; only each Row's bias is replicated.
     at::Tensor held = at::tensor({double(plan.sharded_param_bytes)}, at::kDouble);
-    comm->all_reduce(held, dist::ReduceOp::kSum);
+    comm->all_reduce(held, collective::ReduceOp::kSum);
     EXPECT_EQ(int64_t(held.item<double>()), zone_full + (P - 1) * row_bias);
     EXPECT_EQ(plan.replicated_param_bytes + plan.sharded_param_bytes, g.param_bytes());
   }
@@ -151,12 +153,12 @@ TEST(TensorParallel, PartitionBuildsBalancedZones) {
 
 TEST(TensorParallel, ForwardMatchesPlainGraph) {
   c10::NoGradGuard no_grad;
-  const dist::CommPtr comm = world();
+  const collective::CommPtr comm = world();
   for (const Model& m : random_models()) {
     SCOPED_TRACE(m.name);
     const BoundGraph plain = io::load_onnx_bytes(m.bytes, m.name);
     BoundGraph tp = io::load_onnx_bytes(m.bytes, m.name);
-    dist::partition_tensor_parallel(tp, comm);
+    sharding::partition_tensor_parallel(tp, comm);
     const at::Tensor x = (m.box.lower + m.box.upper) / 2;
     const at::Tensor want = plain.forward(x);
     const at::Tensor got = tp.forward(x);
@@ -174,12 +176,12 @@ struct Setting {
 
 void check_exact(const std::vector<Model>& models, const std::vector<Setting>& settings) {
   c10::NoGradGuard no_grad;
-  const dist::CommPtr comm = world();
+  const collective::CommPtr comm = world();
   for (const Model& m : models) {
     SCOPED_TRACE(m.name);
     const BoundGraph plain = io::load_onnx_bytes(m.bytes, m.name);
     BoundGraph tp = io::load_onnx_bytes(m.bytes, m.name);
-    dist::shard_graph(tp, dist::ShardPlan::kTpExact, comm);
+    sharding::shard_graph(tp, sharding::ShardPlan::kTpExact, comm);
     for (const Setting& s : settings) {
       BoundOptions opt;
       opt.scheme = s.scheme;
@@ -218,12 +220,12 @@ TEST(TensorParallel, ExactMatchesOneProcessOnFixtures) {
 
 TEST(TensorParallel, IbpInsideZonesIsSound) {
   c10::NoGradGuard no_grad;
-  const dist::CommPtr comm = world();
+  const collective::CommPtr comm = world();
   for (const Model& m : random_models()) {
     SCOPED_TRACE(m.name);
     const BoundGraph plain = io::load_onnx_bytes(m.bytes, m.name);
     BoundGraph tp = io::load_onnx_bytes(m.bytes, m.name);
-    const dist::TpPlan plan = dist::partition_tensor_parallel(tp, comm);
+    const sharding::TpPlan plan = sharding::partition_tensor_parallel(tp, comm);
     BoundOptions opt;
     opt.sharded_intermediate = ShardedIntermediate::kIbp;
     const Interval got = compute_bounds(tp, m.box, Method::kCrown, opt);
@@ -238,14 +240,14 @@ TEST(TensorParallel, IbpInsideZonesIsSound) {
 TEST(TensorParallel, IbpInsideZonesDriftsWithZones) {
   DISTCROWN_REQUIRE_FIXTURES();
   c10::NoGradGuard no_grad;
-  const dist::CommPtr comm = world();
+  const collective::CommPtr comm = world();
   if (comm->size() == 1) GTEST_SKIP() << "one rank: no zone is sharded";
   for (const Model& m : fixture_models()) {
     if (m.name.find("mnist_256x6") == std::string::npos) continue;
     SCOPED_TRACE(m.name);
     const BoundGraph plain = io::load_onnx_bytes(m.bytes, m.name);
     BoundGraph tp = io::load_onnx_bytes(m.bytes, m.name);
-    ASSERT_EQ(dist::partition_tensor_parallel(tp, comm).zones.size(), 3U);
+    ASSERT_EQ(sharding::partition_tensor_parallel(tp, comm).zones.size(), 3U);
     BoundOptions opt;
     opt.sharded_intermediate = ShardedIntermediate::kIbp;
     const Interval want = compute_bounds(plain, m.box, Method::kCrown);
@@ -258,10 +260,10 @@ TEST(TensorParallel, IbpInsideZonesDriftsWithZones) {
 }
 
 TEST(TensorParallel, SpecParallelIsRefused) {
-  const dist::CommPtr comm = world();
+  const collective::CommPtr comm = world();
   if (comm->size() == 1) GTEST_SKIP() << "spec-parallel is a no-op at one rank";
   BoundGraph g = io::make_random_mlp(10, 16, 2, 4, 1);
-  dist::partition_tensor_parallel(g, comm);
+  sharding::partition_tensor_parallel(g, comm);
   const InputBox box{at::zeros({1, 10}), at::ones({1, 10})};
   EXPECT_THROW(CrownEngine(g, box, BoundOptions{}, comm), InvalidArgument);
 }

@@ -92,7 +92,10 @@ class ReluBab {
         box_(on_device(io::enclosing_box(c, g, g.dtype()), g.device())),
         progress_(o.progress, deadline) {
     for (int i = 1; i < g.size(); ++i) {
-      if (g.node(i).op && g.node(i).op->has_slopes()) {
+      // Splittable nodes (ReLU) carry the split constraints (β) and their α through
+      // backward_relaxed(): both capabilities are needed.
+      const OpTraits t = g.node(i).op ? g.node(i).op->traits() : OpTraits{};
+      if (t.splittable && t.relaxation_params) {
         relu_index_[i] = relus_.size();
         relus_.push_back(i);
         pre_.push_back(g.node(i).inputs.at(0));

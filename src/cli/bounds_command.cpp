@@ -16,13 +16,15 @@
 #include "cli/embedded_default.hpp"
 #include "cli/problem_input.hpp"
 #include "cli/world.hpp"
-#include "distcrown/dist/agreement.hpp"
-#include "distcrown/dist/partitioner.hpp"
-#include "distcrown/dist/sharded_param.hpp"
+#include "distcrown/collective/agreement.hpp"
+#include "distcrown/collective/mpi.hpp"
 #include "distcrown/io/onnx_loader.hpp"
 #include "distcrown/io/problem.hpp"
 #include "distcrown/methods/alpha_crown.hpp"
+#include "distcrown/methods/compute_bounds.hpp"
 #include "distcrown/methods/crown.hpp"
+#include "distcrown/sharding/partitioner.hpp"
+#include "distcrown/sharding/sharded_param.hpp"
 #include "distcrown/util/error.hpp"
 #include "distcrown/util/memory.hpp"
 #include "distcrown/util/tensor_values.hpp"
@@ -66,18 +68,18 @@ Loaded load(const BoundsArgs& a) {
                               std::to_string(a.crown_batch_size) + "|" + a.shard + "|" +
                               (a.spec_parallel ? "spec" : "nospec") + "|" + a.device + "|" +
                               std::to_string(a.iterations) + "|" + exact(a.lr, true);
-  l.fingerprint = dist::fingerprint(in.model_bytes) + dist::fingerprint(in.property_text) +
-                  dist::fingerprint(options);
+  l.fingerprint = collective::fingerprint(in.model_bytes) +
+                  collective::fingerprint(in.property_text) + collective::fingerprint(options);
   return l;
 }
 
 struct RankReport {
   int64_t baseline = 0;
   int64_t peak = 0;
-  dist::CommStats comm;
+  collective::CommStats comm;
 };
 
-std::vector<RankReport> gather_reports(dist::Communicator& comm, const RankReport& mine) {
+std::vector<RankReport> gather_reports(collective::Communicator& comm, const RankReport& mine) {
   std::ostringstream s;
   s << mine.baseline << ' ' << mine.peak << ' ' << mine.comm.calls << ' ' << mine.comm.bytes << ' '
     << exact(mine.comm.time_s, true);
@@ -131,7 +133,7 @@ void write_json(const BoundsArgs& a, const std::vector<double>& lower,
                        {"time_s", reports[r].comm.time_s}}}});
   }
   j["memory"] = {{"baseline_bytes", max_base}, {"peak_bytes", max_peak}, {"ranks", ranks}};
-  const dist::CommStats& c0 = reports.front().comm;
+  const collective::CommStats& c0 = reports.front().comm;
   j["comm"] = {{"calls", c0.calls}, {"bytes", c0.bytes}, {"time_s", c0.time_s}};
   std::ofstream out(a.json);
   if (!out) throw InvalidArgument("cannot write " + a.json);
@@ -141,7 +143,7 @@ void write_json(const BoundsArgs& a, const std::vector<double>& lower,
 
 int run_bounds(const BoundsArgs& a) {
   c10::NoGradGuard no_grad;
-  const dist::CommPtr comm = make_world(a.backend, a.device);
+  const collective::CommPtr comm = make_world(a.backend, a.device);
   const at::ScalarType dtype = a.dtype == "float64" ? at::kDouble : at::kFloat;
   const at::Device device = a.device == "cuda" ? at::Device(at::kCUDA) : at::Device(at::kCPU);
   BoundOptions options;
@@ -149,29 +151,29 @@ int run_bounds(const BoundsArgs& a) {
   options.scheme =
       a.intermediate == "tight" ? IntermediateScheme::kTight : IntermediateScheme::kAutoLirpa;
   const Method method = parse_method(a.method);
-  const dist::ShardPlan plan = dist::parse_shard_plan(a.shard);
-  // Tensor parallelism (dist/partitioner.hpp): `tp` keeps IBP bounds inside sharded zones.
-  if (plan == dist::ShardPlan::kTp) options.sharded_intermediate = ShardedIntermediate::kIbp;
-  if (dist::is_tensor_parallel(plan) && a.spec_parallel) {
+  const sharding::ShardPlan plan = sharding::parse_shard_plan(a.shard);
+  // Tensor parallelism (sharding/partitioner.hpp): `tp` keeps IBP bounds inside sharded zones.
+  if (plan == sharding::ShardPlan::kTp) options.sharded_intermediate = ShardedIntermediate::kIbp;
+  if (sharding::is_tensor_parallel(plan) && a.spec_parallel) {
     throw InvalidArgument("--spec-parallel cannot be combined with --shard " + a.shard);
   }
 
   // Load, check and shard on every rank; a failure anywhere stops every rank here.
   std::optional<Loaded> loaded;
   InputBox box;
-  dist::run_agreed(*comm, [&] {
+  collective::run_agreed(*comm, [&] {
     loaded.emplace(load(a));
     loaded->problem.graph.to_dtype(dtype);
     box = io::box_of(loaded->problem.property.cases.front(), loaded->problem.graph, dtype);
   });
-  dist::check_same_inputs(*comm, loaded->fingerprint);
+  collective::check_same_inputs(*comm, loaded->fingerprint);
   BoundGraph& graph = loaded->problem.graph;
   std::string tp_plan;  // printed by rank 0 with the results
-  dist::run_agreed(*comm, [&] {
-    if (dist::is_tensor_parallel(plan)) {
-      tp_plan = dist::describe(dist::partition_tensor_parallel(graph, comm), graph);
+  collective::run_agreed(*comm, [&] {
+    if (sharding::is_tensor_parallel(plan)) {
+      tp_plan = sharding::describe(sharding::partition_tensor_parallel(graph, comm), graph);
     } else {
-      dist::shard_graph(graph, plan, comm);
+      sharding::shard_graph(graph, plan, comm);
     }
     graph.to_device(device);
     box = {box.lower.to(device), box.upper.to(device)};
@@ -205,7 +207,7 @@ int run_bounds(const BoundsArgs& a) {
     if (comm->size() == 1) throw;
     // The other ranks may be waiting in a collective: end them all.
     std::fprintf(stderr, "distcrown: error: rank %d: %s\n", comm->rank(), e.what());
-    dist::abort_all_ranks(1);
+    collective::abort_all_ranks(1);
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -6,7 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.hpp"
-#include "distcrown/dist/agreement.hpp"
+#include "distcrown/collective/agreement.hpp"
 #include "distcrown/util/error.hpp"
 #include "distcrown/util/memory.hpp"
 
@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("bounds")) return bounds();
     if (app.got_subcommand("verify")) return verify();
     return 2;
-  } catch (const distcrown::dist::WorldError& e) {
+  } catch (const distcrown::collective::WorldError& e) {
     // Every rank has this error; rank 0 (the only one that prints) reports it once.
     if (e.printing_rank()) std::cerr << "distcrown: error: " << e.what() << "\n";
   } catch (const distcrown::Error& e) {

@@ -79,7 +79,7 @@ int run_verify(const VerifyArgs& a) {
         a.intermediate == "tight" || (a.intermediate == "auto" && a.split != "relu" &&
                                       in.problem.graph.input_numel() <= o.input_split_max_inputs);
     o.bound.scheme = tight ? IntermediateScheme::kTight : IntermediateScheme::kAutoLirpa;
-    if (a.dtype == "float64") in.problem.graph.to_dtype(at::kDouble);
+    in.problem.graph.to_dtype(a.dtype == "float64" ? at::kDouble : at::kFloat);
     if (a.device == "cuda") {
       if (!at::hasCUDA() || at::getNumGPUs() == 0) {
         throw UnsupportedError("--device cuda: no CUDA device is usable here");

@@ -1,34 +1,35 @@
 #include "cli/world.hpp"
 
+#include "distcrown/collective/mpi.hpp"
 #include "distcrown/util/error.hpp"
 
 namespace distcrown::cli {
 
-dist::CommPtr make_world(const std::string& backend, const std::string& device) {
+collective::CommPtr make_world(const std::string& backend, const std::string& device) {
   std::string chosen = backend;
   if (chosen == "auto") {
-    if (!dist::launched_under_mpi()) {
+    if (!collective::launched_under_mpi()) {
       chosen = "local";
     } else {
       chosen = device == "cuda" ? "nccl" : "mpi";
     }
   }
   if (chosen == "local") {
-    if (dist::launched_under_mpi()) {
+    if (collective::launched_under_mpi()) {
       // Under mpirun, "local" would make every rank run alone and write the same outputs.
-      auto probe = dist::make_mpi_communicator();
+      auto probe = collective::make_mpi_communicator();
       if (probe->size() > 1) {
         throw InvalidArgument("--backend local under mpirun with " + std::to_string(probe->size()) +
                               " ranks; use mpi or nccl");
       }
       return probe;
     }
-    return dist::make_local_communicator();
+    return collective::make_local_communicator();
   }
-  if (chosen == "mpi") return dist::make_mpi_communicator();
+  if (chosen == "mpi") return collective::make_mpi_communicator();
   if (chosen == "nccl") {
     if (device != "cuda") throw InvalidArgument("--backend nccl needs --device cuda");
-    return dist::make_nccl_communicator();
+    return collective::make_nccl_communicator();
   }
   throw InvalidArgument("unknown backend '" + backend + "' (auto, local, mpi, nccl)");
 }

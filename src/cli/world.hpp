@@ -2,12 +2,12 @@
 // The set of processes a command runs on: a communicator chosen from --backend and --device.
 #include <string>
 
-#include "distcrown/dist/communicator.hpp"
+#include "distcrown/collective/communicator.hpp"
 
 namespace distcrown::cli {
 
 /// backend: auto (MPI when launched by mpirun, NCCL instead when --device cuda, else local),
 /// local, mpi or nccl.
-dist::CommPtr make_world(const std::string& backend, const std::string& device);
+collective::CommPtr make_world(const std::string& backend, const std::string& device);
 
 }  // namespace distcrown::cli

@@ -10,7 +10,7 @@
 namespace distcrown {
 
 at::Tensor BoundNode::initial_slopes(const Interval& /*in*/) const {
-  throw Error("internal: operator " + op_type() + " has no optimisable slopes");
+  throw Error("internal: operator " + op_type() + " has no optimisable relaxation parameters");
 }
 
 namespace {
@@ -111,11 +111,16 @@ void BoundGraph::finalize() {
   }
 }
 
-GraphBuilder::GraphBuilder(std::vector<int64_t> input_shape, std::string input_name) {
+GraphBuilder::GraphBuilder(std::vector<int64_t> input_shape, std::string input_name,
+                           at::ScalarType dtype) {
+  if (dtype != at::kFloat && dtype != at::kDouble) {
+    throw InvalidArgument("a graph is float32 or float64");
+  }
+  graph_.dtype_ = dtype;
   for (int64_t d : input_shape) {
     if (d <= 0) throw ModelError("input '" + input_name + "' has a non-positive dimension");
   }
-  samples_.push_back(at::zeros(input_shape, at::kFloat));
+  samples_.push_back(at::zeros(input_shape, dtype));
   graph_.add_node(GraphNode{std::move(input_name), nullptr, {}, std::move(input_shape), {}});
 }
 

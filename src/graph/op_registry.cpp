@@ -1,6 +1,5 @@
 #include "distcrown/graph/op_registry.hpp"
 
-#include "distcrown/ops/register.hpp"
 #include "distcrown/util/error.hpp"
 
 namespace distcrown {
@@ -54,6 +53,10 @@ bool LoweringContext::all_constant() const {
   return true;
 }
 
+ParamPtr LoweringContext::param(const at::Tensor& value) const {
+  return make_param(value.to(param_dtype));
+}
+
 Value LoweringContext::emit(NodePtr op, std::vector<int> from, const std::string& suffix) {
   try {
     return Value::of_node(builder.add(name + suffix, std::move(op), std::move(from)));
@@ -63,26 +66,44 @@ Value LoweringContext::emit(NodePtr op, std::vector<int> from, const std::string
   }
 }
 
-void OpRegistry::add(const std::string& op_type, LowerFn fn) { table_[op_type] = std::move(fn); }
+std::string OpsetRange::str() const { return std::to_string(first) + "-" + std::to_string(last); }
 
-const LowerFn* OpRegistry::find(const std::string& op_type) const {
+void OpRegistry::add(const std::string& op_type, OpsetRange opsets, LowerFn fn) {
+  if (opsets.first < 1 || opsets.last < opsets.first) {
+    throw InvalidArgument("operator " + op_type + ": empty opset range " + opsets.str());
+  }
+  std::vector<Entry>& entries = table_[op_type];
+  for (const Entry& e : entries) {
+    if (e.opsets.overlaps(opsets)) {
+      throw InvalidArgument("operator " + op_type + " registered twice (opsets " + e.opsets.str() +
+                            " and " + opsets.str() + ")");
+    }
+  }
+  entries.push_back({opsets, std::move(fn)});
+}
+
+const LowerFn* OpRegistry::find(const std::string& op_type, int64_t opset) const {
   auto it = table_.find(op_type);
-  return it == table_.end() ? nullptr : &it->second;
+  if (it == table_.end()) return nullptr;
+  for (const Entry& e : it->second) {
+    if (e.opsets.contains(opset)) return &e.lower;
+  }
+  return nullptr;
+}
+
+std::string OpRegistry::describe_missing(const std::string& op_type, int64_t opset) const {
+  auto it = table_.find(op_type);
+  if (it == table_.end()) return "unsupported operator " + op_type;
+  std::string ranges;
+  for (const Entry& e : it->second) ranges += (ranges.empty() ? "" : ", ") + e.opsets.str();
+  return "unsupported: " + op_type + " is supported for opsets " + ranges +
+         ", the model uses opset " + std::to_string(opset);
 }
 
 std::vector<std::string> OpRegistry::op_types() const {
   std::vector<std::string> out;
   for (const auto& [k, v] : table_) out.push_back(k);
   return out;
-}
-
-const OpRegistry& builtin_ops() {
-  static const OpRegistry registry = [] {
-    OpRegistry r;
-    ops::register_all(r);
-    return r;
-  }();
-  return registry;
 }
 
 }  // namespace distcrown

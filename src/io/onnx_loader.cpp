@@ -8,8 +8,8 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
-#include "distcrown/graph/op_registry.hpp"
 #include "distcrown/io/onnx_model.hpp"
+#include "distcrown/ops/builtin_ops.hpp"
 #include "distcrown/util/error.hpp"
 
 namespace distcrown::io {
@@ -123,20 +123,24 @@ BoundGraph build(const OnnxModel& model, const std::string& source) {
     throw UnsupportedError(source + ": unsupported: " + std::to_string(model.outputs.size()) +
                            " graph outputs (expected 1)");
   }
-  GraphBuilder builder(input_shape(*input, source + ": input '" + input->name + "'"), input->name);
+  // A float64 model stays float64 (its parameters are not rounded at import).
+  const at::ScalarType dtype = input->elem_type == kOnnxDouble ? at::kDouble : at::kFloat;
+  GraphBuilder builder(input_shape(*input, source + ": input '" + input->name + "'"), input->name,
+                       dtype);
   values[input->name] = Value::of_node(builder.input());
 
-  const OpRegistry& registry = builtin_ops();
+  const OpRegistry& registry = ops::builtin_ops();
   for (const auto& node : model.nodes) {
     const std::string label = node_label(node);
     const std::string where = source + ": node '" + label + "' (" + node.op_type + ")";
     if (!node.domain.empty() && node.domain != "ai.onnx") {
       throw UnsupportedError(where + ": unsupported: operator domain '" + node.domain + "'");
     }
-    const LowerFn* lower = registry.find(node.op_type);
-    if (!lower) throw UnsupportedError(where + ": unsupported operator " + node.op_type);
+    const LowerFn* lower = registry.find(node.op_type, model.opset);
+    if (!lower)
+      throw UnsupportedError(where + ": " + registry.describe_missing(node.op_type, model.opset));
     const AttributeMap attrs = to_attributes(node, where);
-    LoweringContext ctx{label, node.op_type, source, where, attrs, {}, builder};
+    LoweringContext ctx{label, node.op_type, source, where, attrs, {}, builder, dtype};
     for (const auto& name : node.inputs) {
       if (name.empty()) {
         ctx.inputs.push_back(Value{});  // an omitted optional input

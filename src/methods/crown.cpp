@@ -4,7 +4,6 @@
 
 #include <ATen/ATen.h>
 
-#include "distcrown/methods/alpha_crown.hpp"
 #include "distcrown/methods/ibp.hpp"
 #include "distcrown/util/error.hpp"
 
@@ -53,7 +52,7 @@ at::Tensor one_hot_rows(const at::Tensor& rows, const std::vector<int64_t>& shap
 }  // namespace
 
 CrownEngine::CrownEngine(const BoundGraph& g, InputBox box, BoundOptions options,
-                         dist::CommPtr spec_comm)
+                         collective::CommPtr spec_comm)
     : g_(g),
       box_(std::move(box)),
       opt_(options),
@@ -218,7 +217,7 @@ Interval CrownEngine::backward_from(int start, BoundA a, const at::Tensor& rows)
       in_bounds.push_back(b ? &*b : nullptr);
     }
     std::vector<BoundA> outs;
-    if (hook_ != nullptr && node.op->has_slopes()) {
+    if (hook_ != nullptr && node.op->has_relaxation_params()) {
       const int64_t r = here.lA.defined() ? here.lA.size(0) : here.uA.size(0);
       const at::Tensor ids = rows.defined() ? rows : at::arange(r, index_options());
       hook_->observe(start, i, here);
@@ -282,20 +281,6 @@ Interval CrownEngine::output_bounds(const at::Tensor& C, bool lower, bool upper)
     if (upper) result.upper = at::minimum(result.upper, ibp.upper);
   }
   return result;
-}
-
-Interval compute_bounds(const BoundGraph& g, const InputBox& box, Method method,
-                        const BoundOptions& options, const at::Tensor& C, dist::CommPtr spec_comm) {
-  if (method == Method::kIbp) return ibp_bounds(g, box, C);
-  if (method == Method::kAlphaCrown) {
-    if (spec_comm && spec_comm->size() > 1) {
-      throw UnsupportedError("spec-parallel alpha-CROWN (its AllGather cuts the gradients)");
-    }
-    return alpha_crown(g, box, C, AlphaOptions{}, options).bounds;
-  }
-  CrownEngine engine(g, box, options, std::move(spec_comm));
-  engine.compute_intermediate_bounds();
-  return engine.output_bounds(C);
 }
 
 }  // namespace distcrown

@@ -10,8 +10,9 @@
 // [r, B, in] per zone the pass crosses, including the start's (docs/architecture.md).
 #include <ATen/ATen.h>
 
-#include "distcrown/dist/communicator.hpp"
+#include "distcrown/collective/communicator.hpp"
 #include "distcrown/methods/crown.hpp"
+#include "distcrown/util/error.hpp"
 
 namespace distcrown {
 namespace {
@@ -43,7 +44,9 @@ Interval CrownEngine::refine_sharded(int i, const Interval& reference, const Out
   if (!every) {
     // The neurons unstable under the reference, over all ranks: each rank's mask ([w], 1 =
     // unstable) padded with −1 to ceil(global / P) so the AllGather has equal parts.
-    dist::Communicator& comm = *s.comm;
+    if (!g_.tensor_parallel_group())
+      throw Error("internal: a sharded node in a graph without a group");
+    collective::Communicator& comm = *g_.tensor_parallel_group();
     const int P = comm.size();
     const int64_t per = (s.global + P - 1) / P;
     at::Tensor mine = at::full({per}, -1.0, options);

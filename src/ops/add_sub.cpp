@@ -2,8 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include "distcrown/graph/op_registry.hpp"
 #include "distcrown/ops/mul_div.hpp"
-#include "distcrown/ops/register.hpp"
 
 namespace distcrown::ops {
 namespace {
@@ -37,7 +37,7 @@ class BoundAddConst final : public BoundNode {
  public:
   explicit BoundAddConst(ParamPtr c) : c_(std::move(c)) {}
   std::string op_type() const override { return "Add"; }
-  bool is_affine() const override { return true; }
+  OpTraits traits() const override { return {.affine = true, .elementwise = true}; }
   std::vector<ParamPtr*> params() override { return {&c_}; }
 
   at::Tensor forward(std::span<const at::Tensor> x) const override {
@@ -75,7 +75,7 @@ Value lower_add_sub(LoweringContext& ctx, bool subtract) {
     return ctx.emit(subtract ? make_sub() : make_add(), {ctx.inputs[0].node, ctx.inputs[1].node});
   }
   const int x = var0 ? ctx.inputs[0].node : ctx.inputs[1].node;
-  const at::Tensor c = (var0 ? ctx.inputs[1] : ctx.inputs[0]).constant.to(at::kFloat);
+  const at::Tensor c = (var0 ? ctx.inputs[1] : ctx.inputs[0]).constant.to(ctx.param_dtype);
   if (!subtract) return ctx.emit(make_add_const(make_param(c)), {x});
   if (var0) return ctx.emit(make_add_const(make_param(-c)), {x});  // x − c
   const Value neg = ctx.emit(make_neg(), {x}, "/neg");             // c − x
@@ -89,8 +89,8 @@ NodePtr make_sub() { return std::make_unique<BoundAddSub>(true); }
 NodePtr make_add_const(ParamPtr c) { return std::make_unique<BoundAddConst>(std::move(c)); }
 
 void register_add_sub(OpRegistry& r) {
-  r.add("Add", [](LoweringContext& c) { return lower_add_sub(c, false); });
-  r.add("Sub", [](LoweringContext& c) { return lower_add_sub(c, true); });
+  r.add("Add", kAllOpsets, [](LoweringContext& c) { return lower_add_sub(c, false); });
+  r.add("Sub", kAllOpsets, [](LoweringContext& c) { return lower_add_sub(c, true); });
 }
 
 }  // namespace distcrown::ops

@@ -2,43 +2,34 @@
 
 #include <ATen/ATen.h>
 
-#include "distcrown/ops/register.hpp"
+#include "distcrown/graph/op_registry.hpp"
+#include "distcrown/ops/affine.hpp"
 
 namespace distcrown::ops {
 namespace {
 
-class BoundBatchNorm final : public BoundNode {
+class BoundBatchNorm final : public AffineOp {
  public:
-  BoundBatchNorm(ParamPtr w, ParamPtr b) : w_(std::move(w)), b_(std::move(b)) {}
+  using AffineOp::AffineOp;
   std::string op_type() const override { return "BatchNormalization"; }
-  bool is_affine() const override { return true; }
-  std::vector<ParamPtr*> params() override { return {&w_, &b_}; }
+  OpTraits traits() const override { return {.affine = true, .elementwise = true}; }
 
   at::Tensor forward(std::span<const at::Tensor> x) const override {
-    TORCH_CHECK(x[0].dim() >= 2 && x[0].size(1) == w_->numel(), "BatchNormalization has ",
-                w_->numel(), " channels, the input is ", x[0].sizes());
-    return x[0] * w_->get() + b_->get();
-  }
-  Interval ibp(std::span<const Interval* const> x) const override {
-    const at::Tensor w = w_->get();
-    const at::Tensor mid = (x[0]->upper + x[0]->lower) / 2;
-    const at::Tensor rad = (x[0]->upper - x[0]->lower) / 2;
-    const at::Tensor center = mid * w + b_->get();
-    const at::Tensor dev = rad * w.abs();
-    return {center - dev, center + dev};
-  }
-  std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> /*bounds*/,
-                               BiasPair& bias) const override {
-    const at::Tensor w = w_->get();
-    const at::Tensor b = b_->get();
-    return {map_sides(
-        a, bias, [&](const at::Tensor& A) { return A * w; },
-        [&](const at::Tensor& A) { return contract(A, b); })};
+    const int64_t channels = weight_numel();
+    TORCH_CHECK(x[0].dim() >= 2 && x[0].size(1) == channels, "BatchNormalization has ", channels,
+                " channels, the input is ", x[0].sizes());
+    return AffineOp::forward(x);
   }
 
  private:
-  ParamPtr w_;  // [C, 1, ...]
-  ParamPtr b_;  // [C, 1, ...]
+  // x [B, C, *spatial] · w [C, 1, ...] (+ b [C, 1, ...]).
+  at::Tensor apply(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) const override {
+    return b.defined() ? x * w + b : x * w;
+  }
+  at::Tensor map_a(const at::Tensor& A, const at::Tensor& w) const override { return A * w; }
+  at::Tensor bias_term(const at::Tensor& A, const at::Tensor& b) const override {
+    return contract(A, b);
+  }
 };
 
 Value lower_batchnorm(LoweringContext& ctx) {
@@ -63,8 +54,7 @@ Value lower_batchnorm(LoweringContext& ctx) {
     const at::Tensor& xc = ctx.constant(0);
     return Value::of_constant((xc * w + b).to(xc.scalar_type()));
   }
-  return ctx.emit(make_batchnorm(make_param(w.to(at::kFloat)), make_param(b.to(at::kFloat))),
-                  {ctx.bounded(0)});
+  return ctx.emit(make_batchnorm(ctx.param(w), ctx.param(b)), {ctx.bounded(0)});
 }
 
 }  // namespace
@@ -73,6 +63,6 @@ NodePtr make_batchnorm(ParamPtr weight, ParamPtr bias) {
   return std::make_unique<BoundBatchNorm>(std::move(weight), std::move(bias));
 }
 
-void register_batchnorm(OpRegistry& r) { r.add("BatchNormalization", lower_batchnorm); }
+void register_batchnorm(OpRegistry& r) { r.add("BatchNormalization", kAllOpsets, lower_batchnorm); }
 
 }  // namespace distcrown::ops

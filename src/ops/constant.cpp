@@ -6,7 +6,7 @@
 
 #include <ATen/ATen.h>
 
-#include "distcrown/ops/register.hpp"
+#include "distcrown/graph/op_registry.hpp"
 
 namespace distcrown::ops {
 namespace {
@@ -125,13 +125,13 @@ Value lower_slice(LoweringContext& ctx) {
 }  // namespace
 
 void register_constant(OpRegistry& r) {
-  r.add("Constant", lower_constant);
-  r.add("Identity", lower_identity);
-  r.add("Dropout", lower_identity);
-  r.add("Cast", lower_cast);
-  r.add("Gather", lower_gather);
-  r.add("Concat", lower_concat);
-  r.add("Slice", lower_slice);
+  r.add("Constant", kAllOpsets, lower_constant);
+  r.add("Identity", kAllOpsets, lower_identity);
+  r.add("Dropout", kAllOpsets, lower_identity);
+  r.add("Cast", kAllOpsets, lower_cast);
+  r.add("Gather", kAllOpsets, lower_gather);
+  r.add("Concat", kAllOpsets, lower_concat);
+  r.add("Slice", {.first = 10}, lower_slice);
 }
 
 }  // namespace distcrown::ops

@@ -2,7 +2,7 @@
 
 #include <ATen/ATen.h>
 
-#include "distcrown/ops/register.hpp"
+#include "distcrown/graph/op_registry.hpp"
 
 namespace distcrown::ops {
 
@@ -14,49 +14,28 @@ at::Tensor matmul_row_independent(const at::Tensor& A, const at::Tensor& w) {
   return at::matmul(A, wide).narrow(-1, 0, n).contiguous();
 }
 
-CentreRadius linear_centre_radius(const Interval& x, const at::Tensor& w, const at::Tensor& b) {
-  const at::Tensor mid = (x.upper + x.lower) / 2;
-  const at::Tensor rad = (x.upper - x.lower) / 2;
-  return {at::linear(mid, w, b), at::linear(rad, w.abs())};
+at::Tensor LinearMaps::apply(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) const {
+  return at::linear(x, w, b);
+}
+
+// A [S, B, ..., out] -> A W [S, B, ..., in].
+at::Tensor LinearMaps::map_a(const at::Tensor& A, const at::Tensor& w) const {
+  return matmul_row_independent(A, w);
+}
+
+at::Tensor LinearMaps::bias_term(const at::Tensor& A, const at::Tensor& b) const {
+  return contract(A, b);
 }
 
 namespace {
 
-class BoundLinear final : public BoundNode {
+class BoundLinear final : public LinearMaps {
  public:
-  BoundLinear(ParamPtr w, ParamPtr b) : w_(std::move(w)), b_(std::move(b)) {}
+  using LinearMaps::LinearMaps;
   std::string op_type() const override { return "Linear"; }
-  bool is_affine() const override { return true; }
-  bool mixes_elements() const override { return true; }
-  std::vector<ParamPtr*> params() override {
-    std::vector<ParamPtr*> p{&w_};
-    if (b_) p.push_back(&b_);
-    return p;
+  OpTraits traits() const override {
+    return {.affine = true, .mixes_elements = true, .dense_matrix = true};
   }
-
-  at::Tensor forward(std::span<const at::Tensor> x) const override {
-    return at::linear(x[0], w_->get(), bias());
-  }
-
-  Interval ibp(std::span<const Interval* const> x) const override {
-    const CentreRadius cr = linear_centre_radius(*x[0], w_->get(), bias());
-    return {cr.centre - cr.radius, cr.centre + cr.radius};
-  }
-
-  std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> /*bounds*/,
-                               BiasPair& bias_acc) const override {
-    // A [S, B, ..., out] -> A W [S, B, ..., in]; bias += A·b.
-    const at::Tensor w = w_->get();
-    const at::Tensor b = bias();
-    return {map_sides(
-        a, bias_acc, [&](const at::Tensor& A) { return matmul_row_independent(A, w); },
-        [&](const at::Tensor& A) { return b.defined() ? contract(A, b) : at::Tensor(); })};
-  }
-
- private:
-  at::Tensor bias() const { return b_ ? b_->get() : at::Tensor(); }
-  ParamPtr w_;
-  ParamPtr b_;
 };
 
 Value lower_gemm(LoweringContext& ctx) {
@@ -79,14 +58,14 @@ Value lower_gemm(LoweringContext& ctx) {
                  std::to_string(w.size(0)));
       }
     }
-    bias = make_param(c.reshape({-1}).to(at::kFloat));
+    bias = ctx.param(c.reshape({-1}));
   }
   if (ctx.all_constant()) {
     const at::Tensor& x = ctx.constant(0);
     return Value::of_constant(at::linear(x, w.to(x.scalar_type()),
                                          bias ? bias->get().to(x.scalar_type()) : at::Tensor()));
   }
-  return ctx.emit(make_linear(make_param(w.to(at::kFloat)), bias), {ctx.bounded(0)});
+  return ctx.emit(make_linear(ctx.param(w), bias), {ctx.bounded(0)});
 }
 
 Value lower_matmul(LoweringContext& ctx) {
@@ -94,7 +73,7 @@ Value lower_matmul(LoweringContext& ctx) {
   const int x = ctx.bounded(0);
   const at::Tensor& w = ctx.constant(1);  // [in, out]
   if (w.dim() != 2) ctx.unsupported("MatMul with a " + std::to_string(w.dim()) + "-D constant");
-  return ctx.emit(make_linear(make_param(w.t().to(at::kFloat)), nullptr), {x});
+  return ctx.emit(make_linear(ctx.param(w.t()), nullptr), {x});
 }
 
 }  // namespace
@@ -104,8 +83,8 @@ NodePtr make_linear(ParamPtr weight, ParamPtr bias) {
 }
 
 void register_linear(OpRegistry& r) {
-  r.add("Gemm", lower_gemm);
-  r.add("MatMul", lower_matmul);
+  r.add("Gemm", kAllOpsets, lower_gemm);
+  r.add("MatMul", kAllOpsets, lower_matmul);
 }
 
 }  // namespace distcrown::ops

@@ -8,38 +8,23 @@
 namespace distcrown::ops {
 namespace {
 
-class BoundLinearTPCol final : public BoundNode {
+// Forward and IBP are LinearMaps' (local: x [B, in] replicated -> this rank's neurons [B, w]).
+class BoundLinearTPCol final : public LinearMaps {
  public:
-  BoundLinearTPCol(ParamPtr w, ParamPtr b, OutputShard shard)
-      : w_(std::move(w)), b_(std::move(b)), shard_(std::move(shard)) {
-    if (!shard_.comm) throw InvalidArgument("BoundLinearTPCol needs a communicator");
+  BoundLinearTPCol(ParamPtr w, ParamPtr b, OutputShard shard, collective::CommPtr group)
+      : LinearMaps(std::move(w), std::move(b)), shard_(shard), group_(std::move(group)) {
+    if (!group_) throw InvalidArgument("BoundLinearTPCol needs a communicator");
   }
   std::string op_type() const override { return "LinearTPCol"; }
-  bool is_affine() const override { return true; }
-  bool mixes_elements() const override { return true; }
+  OpTraits traits() const override { return {.affine = true, .mixes_elements = true}; }
   const OutputShard* output_shard() const override { return &shard_; }
-  std::vector<ParamPtr*> params() override {
-    std::vector<ParamPtr*> p{&w_};
-    if (b_) p.push_back(&b_);
-    return p;
-  }
-
-  // x [B, in] (replicated) -> this rank's neurons [B, w]: no communication.
-  at::Tensor forward(std::span<const at::Tensor> x) const override {
-    return at::linear(x[0], w_->get(), bias());
-  }
-
-  Interval ibp(std::span<const Interval* const> x) const override {
-    const CentreRadius cr = linear_centre_radius(*x[0], w_->get(), bias());
-    return {cr.centre - cr.radius, cr.centre + cr.radius};
-  }
 
   std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> /*bounds*/,
                                BiasPair& bias_acc) const override {
     // Each rank's A·W_r [S, B, in] and bias (the pass's partial bias + A·b_r, [S, B]) are its
     // share of the whole; they are written into one buffer and summed by one AllReduce:
     //   buffer = [A side 1 | A side 2 (when lA, uA differ) | bias lower | bias upper]
-    const at::Tensor w = w_->get();  // [w, in]
+    const at::Tensor w = weight();  // [w, in]
     const at::Tensor b = bias();
     const bool shared = a.lA.defined() && a.lA.is_same(a.uA);
     const at::Tensor& any = a.lA.defined() ? a.lA : a.uA;
@@ -81,7 +66,7 @@ class BoundLinearTPCol final : public BoundNode {
     };
     at::Tensor lbias = lower ? partial_bias(bias_acc.lower, a.lA) : at::Tensor();
     at::Tensor ubias = upper ? partial_bias(bias_acc.upper, a.uA) : at::Tensor();
-    shard_.comm->all_reduce(buffer, dist::ReduceOp::kSum);
+    group_->all_reduce(buffer, collective::ReduceOp::kSum);
     // The biases are copied out so the A buffer is freed once the A matrices are consumed.
     bias_acc.lower = lower ? lbias.clone() : at::Tensor();
     bias_acc.upper = upper ? ubias.clone() : at::Tensor();
@@ -93,73 +78,61 @@ class BoundLinearTPCol final : public BoundNode {
   }
 
  private:
-  at::Tensor bias() const { return b_ ? b_->get() : at::Tensor(); }
-  ParamPtr w_;  // [w, in]
-  ParamPtr b_;  // [w] or null
-  OutputShard shard_;
+  OutputShard shard_;  // this rank's rows of W [w, in] and b [w] (params())
+  collective::CommPtr group_;
 };
 
-class BoundLinearTPRow final : public BoundNode {
+// Backward is LinearMaps' (local: A [S, B, out] replicated -> A·W_r [S, B, w], this rank's slice)
+// followed by the bias hand-over below.
+class BoundLinearTPRow final : public LinearMaps {
  public:
-  BoundLinearTPRow(ParamPtr w, ParamPtr b, dist::CommPtr comm)
-      : w_(std::move(w)), b_(std::move(b)), comm_(std::move(comm)) {
-    if (!comm_) throw InvalidArgument("BoundLinearTPRow needs a communicator");
+  BoundLinearTPRow(ParamPtr w, ParamPtr b, collective::CommPtr group)
+      : LinearMaps(std::move(w), std::move(b)), group_(std::move(group)) {
+    if (!group_) throw InvalidArgument("BoundLinearTPRow needs a communicator");
   }
   std::string op_type() const override { return "LinearTPRow"; }
-  bool is_affine() const override { return true; }
-  bool mixes_elements() const override { return true; }
-  std::vector<ParamPtr*> params() override {
-    std::vector<ParamPtr*> p{&w_};
-    if (b_) p.push_back(&b_);
-    return p;
-  }
+  OpTraits traits() const override { return {.affine = true, .mixes_elements = true}; }
 
   // x [B, w] (this rank's slice) -> x·W_rᵀ, a partial sum over ranks; AllReduce, then + b.
   at::Tensor forward(std::span<const at::Tensor> x) const override {
-    at::Tensor y = at::linear(x[0], w_->get()).contiguous();  // [B, out]
-    comm_->all_reduce(y, dist::ReduceOp::kSum);
+    at::Tensor y = apply(x[0], weight(), at::Tensor()).contiguous();  // [B, out]
+    group_->all_reduce(y, collective::ReduceOp::kSum);
     const at::Tensor b = bias();
     return b.defined() ? y + b : y;
   }
 
   Interval ibp(std::span<const Interval* const> x) const override {
     // Centre and radius are both partial sums: one AllReduce of [2, B, out].
-    const CentreRadius cr = linear_centre_radius(*x[0], w_->get(), at::Tensor());
+    const CentreRadius cr = centre_radius(*x[0], false);
     at::Tensor both = at::stack({cr.centre, cr.radius});
-    comm_->all_reduce(both, dist::ReduceOp::kSum);
+    group_->all_reduce(both, collective::ReduceOp::kSum);
     const at::Tensor b = bias();
     const at::Tensor centre = b.defined() ? both[0] + b : both[0];
     return {centre - both[1], centre + both[1]};
   }
 
-  std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> /*bounds*/,
+  std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> bounds,
                                BiasPair& bias_acc) const override {
-    // A [S, B, out] (replicated) -> A·W_r [S, B, w], this rank's slice: no communication. The
-    // bias term A·b is replicated; entering the zone the pass's bias becomes a partial sum that
-    // the zone's Col AllReduces: rank 0 keeps it, the others restart from zero.
-    const at::Tensor w = w_->get();  // [out, w]
-    const at::Tensor b = bias();
-    std::vector<BoundA> out{map_sides(
-        a, bias_acc, [&](const at::Tensor& A) { return matmul_row_independent(A, w); },
-        [&](const at::Tensor& A) { return b.defined() ? contract(A, b) : at::Tensor(); })};
-    if (comm_->rank() != 0) bias_acc = BiasPair{};
+    // The bias term A·b is replicated; entering the zone the pass's bias becomes a partial sum
+    // that the zone's Col AllReduces: rank 0 keeps it, the others restart from zero.
+    std::vector<BoundA> out = LinearMaps::backward(a, bounds, bias_acc);
+    if (group_->rank() != 0) bias_acc = BiasPair{};
     return out;
   }
 
  private:
-  at::Tensor bias() const { return b_ ? b_->get() : at::Tensor(); }
-  ParamPtr w_;  // [out, w]
-  ParamPtr b_;  // [out] or null
-  dist::CommPtr comm_;
+  collective::CommPtr group_;  // W [out, w]: this rank's columns; b [out] whole (params())
 };
 
 }  // namespace
 
-NodePtr make_linear_tp_col(ParamPtr weight, ParamPtr bias, OutputShard shard) {
-  return std::make_unique<BoundLinearTPCol>(std::move(weight), std::move(bias), std::move(shard));
+NodePtr make_linear_tp_col(ParamPtr weight, ParamPtr bias, OutputShard shard,
+                           collective::CommPtr group) {
+  return std::make_unique<BoundLinearTPCol>(std::move(weight), std::move(bias), shard,
+                                            std::move(group));
 }
 
-NodePtr make_linear_tp_row(ParamPtr weight, ParamPtr bias, dist::CommPtr comm) {
+NodePtr make_linear_tp_row(ParamPtr weight, ParamPtr bias, collective::CommPtr comm) {
   return std::make_unique<BoundLinearTPRow>(std::move(weight), std::move(bias), std::move(comm));
 }
 

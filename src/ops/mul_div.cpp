@@ -2,7 +2,7 @@
 
 #include <ATen/ATen.h>
 
-#include "distcrown/ops/register.hpp"
+#include "distcrown/graph/op_registry.hpp"
 
 namespace distcrown::ops {
 namespace {
@@ -15,7 +15,7 @@ class BoundScale final : public BoundNode {
   std::string op_type() const override {
     return kind_ == Kind::kMul ? "Mul" : kind_ == Kind::kDiv ? "Div" : "Neg";
   }
-  bool is_affine() const override { return true; }
+  OpTraits traits() const override { return {.affine = true, .elementwise = true}; }
   std::vector<ParamPtr*> params() override {
     if (c_) return {&c_};
     return {};
@@ -67,10 +67,10 @@ Value lower_mul_div(LoweringContext& ctx, bool divide) {
   }
   if (divide) {
     if (!ctx.inputs[0].is_bounded()) ctx.unsupported("Div of a constant by a variable tensor");
-    return ctx.emit(make_div_const(make_param(ctx.constant(1).to(at::kFloat))), {ctx.bounded(0)});
+    return ctx.emit(make_div_const(ctx.param(ctx.constant(1))), {ctx.bounded(0)});
   }
   const bool var0 = ctx.inputs[0].is_bounded();
-  const at::Tensor c = (var0 ? ctx.inputs[1] : ctx.inputs[0]).constant.to(at::kFloat);
+  const at::Tensor c = (var0 ? ctx.inputs[1] : ctx.inputs[0]).constant.to(ctx.param_dtype);
   return ctx.emit(make_mul_const(make_param(c)), {var0 ? ctx.inputs[0].node : ctx.inputs[1].node});
 }
 
@@ -90,9 +90,9 @@ NodePtr make_div_const(ParamPtr c) {
 NodePtr make_neg() { return std::make_unique<BoundScale>(Kind::kNeg, nullptr); }
 
 void register_mul_div(OpRegistry& r) {
-  r.add("Mul", [](LoweringContext& c) { return lower_mul_div(c, false); });
-  r.add("Div", [](LoweringContext& c) { return lower_mul_div(c, true); });
-  r.add("Neg", lower_neg);
+  r.add("Mul", kAllOpsets, [](LoweringContext& c) { return lower_mul_div(c, false); });
+  r.add("Div", kAllOpsets, [](LoweringContext& c) { return lower_mul_div(c, true); });
+  r.add("Neg", kAllOpsets, lower_neg);
 }
 
 }  // namespace distcrown::ops

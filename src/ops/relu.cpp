@@ -3,7 +3,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
-#include "distcrown/ops/register.hpp"
+#include "distcrown/graph/op_registry.hpp"
 
 namespace distcrown::ops {
 
@@ -49,7 +49,12 @@ at::Tensor side_slope(const ReluRelaxation& r, const Interval& pre, const at::Te
 class BoundRelu final : public BoundNode {
  public:
   std::string op_type() const override { return "Relu"; }
-  bool needs_input_bounds() const override { return true; }
+  OpTraits traits() const override {
+    return {.elementwise = true,
+            .needs_input_bounds = true,
+            .relaxation_params = true,
+            .splittable = true};
+  }
 
   at::Tensor forward(std::span<const at::Tensor> x) const override { return at::relu(x[0]); }
 
@@ -62,7 +67,6 @@ class BoundRelu final : public BoundNode {
     return backward_relaxed(a, bounds, bias, RelaxParams{});
   }
 
-  bool has_slopes() const override { return true; }
   at::Tensor initial_slopes(const Interval& in) const override {
     return relu_relaxation(in).lower_d;  // [B, *shape]
   }
@@ -99,6 +103,6 @@ Value lower_relu(LoweringContext& ctx) {
 
 NodePtr make_relu() { return std::make_unique<BoundRelu>(); }
 
-void register_relu(OpRegistry& r) { r.add("Relu", lower_relu); }
+void register_relu(OpRegistry& r) { r.add("Relu", kAllOpsets, lower_relu); }
 
 }  // namespace distcrown::ops

@@ -4,7 +4,7 @@
 
 #include <ATen/ATen.h>
 
-#include "distcrown/ops/register.hpp"
+#include "distcrown/graph/op_registry.hpp"
 
 namespace distcrown::ops {
 namespace {
@@ -21,7 +21,7 @@ class BoundReshape final : public BoundNode {
   BoundReshape(std::vector<int64_t> shape, std::string op)
       : shape_(std::move(shape)), op_(std::move(op)) {}
   std::string op_type() const override { return op_; }
-  bool is_affine() const override { return true; }
+  OpTraits traits() const override { return {.affine = true}; }
 
   at::Tensor forward(std::span<const at::Tensor> x) const override {
     return x[0].reshape(with_lead({x[0].size(0)}, shape_));
@@ -54,7 +54,7 @@ class BoundTranspose final : public BoundNode {
     for (size_t i = 0; i < perm_.size(); ++i) inverse_[size_t(perm_[i])] = int64_t(i);
   }
   std::string op_type() const override { return "Transpose"; }
-  bool is_affine() const override { return true; }
+  OpTraits traits() const override { return {.affine = true}; }
   at::Tensor forward(std::span<const at::Tensor> x) const override {
     TORCH_CHECK(x[0].dim() == int64_t(perm_.size()), "perm has ", perm_.size(), " entries for a ",
                 x[0].dim(), "-D input");
@@ -195,12 +195,14 @@ NodePtr make_transpose(std::vector<int64_t> perm) {
 }
 
 void register_reshape(OpRegistry& r) {
-  r.add("Flatten", lower_flatten);
-  r.add("Reshape", lower_reshape);
-  r.add("Transpose", lower_transpose);
-  r.add("Shape", lower_shape);
-  r.add("Unsqueeze", [](LoweringContext& c) { return lower_unsqueeze_squeeze(c, true); });
-  r.add("Squeeze", [](LoweringContext& c) { return lower_unsqueeze_squeeze(c, false); });
+  r.add("Flatten", kAllOpsets, lower_flatten);
+  r.add("Reshape", {.first = 5}, lower_reshape);
+  r.add("Transpose", kAllOpsets, lower_transpose);
+  r.add("Shape", kAllOpsets, lower_shape);
+  r.add("Unsqueeze", kAllOpsets,
+        [](LoweringContext& c) { return lower_unsqueeze_squeeze(c, true); });
+  r.add("Squeeze", kAllOpsets,
+        [](LoweringContext& c) { return lower_unsqueeze_squeeze(c, false); });
 }
 
 }  // namespace distcrown::ops

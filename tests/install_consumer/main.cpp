@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include <distcrown/io/problem.hpp>
-#include <distcrown/methods/crown.hpp>
+#include <distcrown/methods/compute_bounds.hpp>
 
 int main(int argc, char** argv) {
   if (argc != 3) return 2;

@@ -7,6 +7,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "distcrown/collective/communicator.hpp"
 #include "distcrown/graph/bound_node.hpp"
 
 namespace distcrown {
@@ -52,6 +53,11 @@ class BoundGraph {
   void to_device(const at::Device& device);
   [[nodiscard]] at::Device device() const { return device_; }
 
+  /// The ranks that tensor-parallel nodes (BoundNode::output_shard()) split their features
+  /// over; null unless sharding::partition_tensor_parallel rewrote the graph.
+  [[nodiscard]] const collective::CommPtr& tensor_parallel_group() const { return tp_group_; }
+  void set_tensor_parallel_group(collective::CommPtr group) { tp_group_ = std::move(group); }
+
   /// Bytes of parameters held by this process.
   [[nodiscard]] int64_t param_bytes() const;
 
@@ -62,19 +68,23 @@ class BoundGraph {
   void finalize();
 
  private:
+  friend class GraphBuilder;  // sets the dtype the parameters were built in
   std::vector<GraphNode> nodes_;
   std::vector<bool> affine_from_input_;
   int output_ = -1;
   at::ScalarType dtype_ = at::kFloat;
   at::Device device_ = at::kCPU;
+  collective::CommPtr tp_group_;
 };
 
 /// Builds a BoundGraph node by node, inferring each node's shape by a forward pass on zeros so a
 /// malformed operator fails here, with its name, instead of during bounding.
 class GraphBuilder {
  public:
-  /// Starts a graph whose input has the given shape (batch dim included).
-  explicit GraphBuilder(std::vector<int64_t> input_shape, std::string input_name = "input");
+  /// Starts a graph whose input has the given shape (batch dim included) and whose parameters
+  /// and input are `dtype` (float32 or float64).
+  explicit GraphBuilder(std::vector<int64_t> input_shape, std::string input_name = "input",
+                        at::ScalarType dtype = at::kFloat);
 
   /// Adds an operator fed by the given node indices; returns its index. Throws ModelError
   /// ("node 'name' (Op): ...") when the operator rejects its input shapes.

@@ -5,7 +5,7 @@
 //   backward  maps linear bounds on its output (A [spec, batch, *shape]) to linear bounds on each
 //             input (A_i [spec, batch, *in_shape_i]), adding constant terms to the bias [spec,
 //             batch]
-// Nodes that relax a nonlinearity (ReLU) need bounds on their inputs: `needs_input_bounds()`.
+// What else a node is (affine, elementwise, splittable, ...) it declares in traits() (OpTraits).
 // The methods (IBP, CROWN) walk the graph and call these; they never switch on node types.
 #include <cstdint>
 #include <memory>
@@ -29,17 +29,39 @@ struct RelaxParams {
   at::Tensor beta_u;   // the same for uA (subtracted: max f − β·s·z)
 };
 
-namespace dist {
-class Communicator;
-}  // namespace dist
-
 /// Tensor parallelism: a node whose output holds only this rank's slice of the features (the last
 /// dim) describes the slice, so that methods can bound the neurons of every rank consistently.
+/// The ranks the features are split over are the graph's tensor-parallel group
+/// (BoundGraph::tensor_parallel_group()).
 struct OutputShard {
   int64_t offset = 0;  // first feature of this rank's slice
   int64_t width = 0;   // features held here: the node's shape is [batch, width]
   int64_t global = 0;  // features over all ranks
-  std::shared_ptr<dist::Communicator> comm;  // the ranks the features are split over
+};
+
+/// What an operator is, declared once by the operator (BoundNode::traits()) so that methods,
+/// branch and bound and the sharding plans ask for a capability instead of matching op types.
+struct OpTraits {
+  /// The output is an affine function of the (single) bounded input: Linear, Conv, BatchNorm,
+  /// reshapes, adding or scaling by constants. IBP through such nodes is exact up to the first
+  /// two that mix elements.
+  bool affine = false;
+  /// An affine map that mixes elements (Linear, Conv).
+  bool mixes_elements = false;
+  /// Output element j depends on input element j only (same shape): ReLU, monotone functions,
+  /// BatchNorm. Tensor-parallel zones may hold such nodes between their Col and Row.
+  bool elementwise = false;
+  /// y = x Wᵀ + b on the last dim, with params() = {W [out, in], b [out] (optional)}: the tensor
+  /// parallel plan can split W by rows (BoundLinearTPCol) or columns (BoundLinearTPRow).
+  bool dense_matrix = false;
+  /// The relaxation needs the bounds of the inputs (every nonlinearity).
+  bool needs_input_bounds = false;
+  /// The relaxation has optimisable parameters (α-CROWN's lower slopes): initial_slopes() gives
+  /// CROWN's choice and backward_relaxed() applies RelaxParams.
+  bool relaxation_params = false;
+  /// Branch and bound may split the node's input neurons at zero (x ≤ 0 | x ≥ 0), which makes
+  /// the node exact on each side (ReLU). β multipliers enter through backward_relaxed().
+  bool splittable = false;
 };
 
 class BoundNode {
@@ -60,11 +82,11 @@ class BoundNode {
                                                      std::span<const Interval* const> bounds,
                                                      BiasPair& bias) const = 0;
 
-  [[nodiscard]] virtual bool needs_input_bounds() const { return false; }
-
-  /// True for relaxations with optimisable lower slopes (ReLU): backward_relaxed applies
-  /// RelaxParams and initial_slopes gives CROWN's choice of them.
-  [[nodiscard]] virtual bool has_slopes() const { return false; }
+  /// The operator's capabilities (OpTraits); its parameters (to cast, move and shard) are
+  /// params().
+  [[nodiscard]] virtual OpTraits traits() const { return {}; }
+  [[nodiscard]] bool needs_input_bounds() const { return traits().needs_input_bounds; }
+  [[nodiscard]] bool has_relaxation_params() const { return traits().relaxation_params; }
   /// CROWN's lower-line slopes for input bounds `in` ([batch, *shape]): the initial α.
   [[nodiscard]] virtual at::Tensor initial_slopes(const Interval& in) const;
   /// backward() with the given slopes and split multipliers.
@@ -73,11 +95,8 @@ class BoundNode {
       const RelaxParams& /*params*/) const {
     return backward(a, bounds, bias);
   }
-  /// True when the output is an affine function of the (single) bounded input.
-  [[nodiscard]] virtual bool is_affine() const { return false; }
-  /// True for affine maps that mix elements (Linear, Conv). IBP of a box through elementwise
-  /// affine maps and at most one mixing map is exact; through two mixing maps it is not.
-  [[nodiscard]] virtual bool mixes_elements() const { return false; }
+  [[nodiscard]] bool is_affine() const { return traits().affine; }
+  [[nodiscard]] bool mixes_elements() const { return traits().mixes_elements; }
   /// Non-null when the output is this rank's slice of a tensor-parallel layer (BoundLinearTPCol);
   /// null when every rank holds the whole output.
   [[nodiscard]] virtual const OutputShard* output_shard() const { return nullptr; }

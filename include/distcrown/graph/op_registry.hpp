@@ -49,6 +49,9 @@ struct LoweringContext {
   const AttributeMap& attrs;
   std::vector<Value> inputs;
   GraphBuilder& builder;
+  /// The model's floating-point type (its input's): parameters keep it, so a float64 model is
+  /// bounded with its own values under --dtype float64 (float32 ones are cast up exactly).
+  at::ScalarType param_dtype = at::kFloat;
 
   [[noreturn]] void fail(const std::string& what) const;         // ModelError
   [[noreturn]] void unsupported(const std::string& what) const;  // UnsupportedError
@@ -60,23 +63,49 @@ struct LoweringContext {
     return i < inputs.size() && !inputs[i].is_absent();
   }
   [[nodiscard]] bool all_constant() const;
+  /// A constant as an operator's parameter, in param_dtype.
+  [[nodiscard]] ParamPtr param(const at::Tensor& value) const;
   /// Adds a node fed by graph nodes, named after this ONNX node.
   Value emit(NodePtr op, std::vector<int> from, const std::string& suffix = "");
 };
 
 using LowerFn = std::function<Value(LoweringContext&)>;
 
+/// The newest ONNX opset (default domain) whose operator semantics this project has checked.
+constexpr int kNewestCheckedOpset = 21;
+
+/// ONNX opsets [first, last] for which a lowering implements the operator's semantics (the
+/// model's opset_import of the default domain decides which version a node is).
+struct OpsetRange {
+  int first = 1;
+  int last = kNewestCheckedOpset;
+  [[nodiscard]] bool contains(int64_t opset) const { return opset >= first && opset <= last; }
+  [[nodiscard]] bool overlaps(const OpsetRange& o) const {
+    return first <= o.last && o.first <= last;
+  }
+  [[nodiscard]] std::string str() const;  // "10-21"
+};
+
+/// Every opset up to the newest checked one.
+constexpr OpsetRange kAllOpsets{};
+
 class OpRegistry {
  public:
-  void add(const std::string& op_type, LowerFn fn);
-  [[nodiscard]] const LowerFn* find(const std::string& op_type) const;
+  /// Registers the lowering of `op_type` for `opsets`. Throws InvalidArgument when op_type is
+  /// already registered for an overlapping range: two families must never claim the same node.
+  void add(const std::string& op_type, OpsetRange opsets, LowerFn fn);
+  /// The lowering for `op_type` at `opset`; null when none (see describe_missing()).
+  [[nodiscard]] const LowerFn* find(const std::string& op_type, int64_t opset) const;
+  /// Why find() returned null: "unsupported operator X", or the opset ranges that X has.
+  [[nodiscard]] std::string describe_missing(const std::string& op_type, int64_t opset) const;
   [[nodiscard]] std::vector<std::string> op_types() const;
 
  private:
-  std::map<std::string, LowerFn> table_;
+  struct Entry {
+    OpsetRange opsets;
+    LowerFn lower;
+  };
+  std::map<std::string, std::vector<Entry>> table_;
 };
-
-/// The registry with every built-in operator (built once, read-only afterwards).
-const OpRegistry& builtin_ops();
 
 }  // namespace distcrown

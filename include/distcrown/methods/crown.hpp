@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "distcrown/bounds/interval.hpp"
-#include "distcrown/dist/communicator.hpp"
+#include "distcrown/collective/communicator.hpp"
 #include "distcrown/graph/bound_graph.hpp"
 #include "distcrown/methods/options.hpp"
 #include "distcrown/methods/relaxation_hook.hpp"
@@ -22,14 +22,14 @@ struct Sides {
 
 class CrownEngine {
  public:
-  /// Tensor-parallel graphs (dist/partitioner.hpp) need every rank to run the same passes; their
-  /// pre-activation neurons inside zones are bounded as options.sharded_intermediate says.
+  /// Tensor-parallel graphs (sharding/partitioner.hpp) need every rank to run the same passes;
+  /// their pre-activation neurons inside zones are bounded as options.sharded_intermediate says.
   /// With `spec_comm` (spec-parallel bounding), the rows of every backward pass (output specs and
   /// intermediate neurons) are split across its ranks; each rank propagates only its rows and the
   /// bound slices are AllGathered, so every rank ends with all bounds. All ranks must call the
   /// same methods in the same order.
   CrownEngine(const BoundGraph& g, InputBox box, BoundOptions options,
-              dist::CommPtr spec_comm = nullptr);
+              collective::CommPtr spec_comm = nullptr);
 
   /// Every backward pass asks `hook` (not owned; may be null) for optimisable relaxation
   /// parameters (α-/β-CROWN). Passes with a hook keep autograd history when grad mode is on.
@@ -82,16 +82,10 @@ class CrownEngine {
   const BoundGraph& g_;
   InputBox box_;
   BoundOptions opt_;
-  dist::CommPtr spec_comm_;
+  collective::CommPtr spec_comm_;
   std::vector<std::optional<Interval>> bounds_;
   std::vector<std::optional<Interval>> reference_;
   RelaxationHook* hook_ = nullptr;
 };
-
-/// IBP, CROWN or α-CROWN (default AlphaOptions) bounds of C·output (see CrownEngine); lower/upper
-/// [batch, spec].
-Interval compute_bounds(const BoundGraph& g, const InputBox& box, Method method,
-                        const BoundOptions& options = {}, const at::Tensor& C = {},
-                        dist::CommPtr spec_comm = nullptr);
 
 }  // namespace distcrown

@@ -1,12 +1,22 @@
 #pragma once
 // Linear: y = x Wᵀ + b on the last dim. x [batch, ..., in], W [out, in], b [out] (optional).
-#include "distcrown/graph/bound_node.hpp"
+#include "distcrown/ops/affine.hpp"
 
 namespace distcrown::ops {
 
 NodePtr make_linear(ParamPtr weight, ParamPtr bias);
 
-// Shared by the linear operators (BoundLinear, the tensor-parallel ones in linear_tp.hpp).
+/// y = x Wᵀ + b (ops/affine.hpp) as BoundLinear and the tensor-parallel layers compute it: A·W
+/// row-independently (below), the bias term contract(A, b).
+class LinearMaps : public AffineOp {
+ public:
+  using AffineOp::AffineOp;
+
+ protected:
+  at::Tensor apply(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) const override;
+  at::Tensor map_a(const at::Tensor& A, const at::Tensor& w) const override;
+  at::Tensor bias_term(const at::Tensor& A, const at::Tensor& b) const override;
+};
 
 /// Products at least this many columns wide keep each row's rounding independent of the others.
 constexpr int64_t kRowIndependentMinColumns = 16;
@@ -16,12 +26,5 @@ constexpr int64_t kRowIndependentMinColumns = 16;
 /// kRowIndependentMinColumns columns (zero padding) it does not, which keeps chunked and
 /// spec-parallel passes bitwise equal to one pass (docs/architecture.md, "Row independence").
 at::Tensor matmul_row_independent(const at::Tensor& A, const at::Tensor& w);
-
-/// IBP of x Wᵀ (+ b) in auto_LiRPA's centre/radius form: centre W·mid + b, radius |W|·rad.
-struct CentreRadius {
-  at::Tensor centre;  // [batch, ..., out]
-  at::Tensor radius;  // [batch, ..., out]
-};
-CentreRadius linear_centre_radius(const Interval& x, const at::Tensor& w, const at::Tensor& b);
 
 }  // namespace distcrown::ops

@@ -1,6 +1,6 @@
 #pragma once
 // Tensor-parallel linear layers (Megatron-LM's ColumnParallelLinear / RowParallelLinear), for the
-// "sharded zones" Col -> elementwise ops -> Row that dist/partitioner.hpp builds. With a layer
+// "sharded zones" Col -> elementwise ops -> Row that sharding/partitioner.hpp builds. With a layer
 // y = x Wᵀ + b, W [out, in], over P ranks:
 //
 //   BoundLinearTPCol  W sharded along `out`: this rank holds W[off:off+w, :] and b[off:off+w].
@@ -17,17 +17,18 @@
 // (replicated) bias into one (rank 0 keeps it, the other ranks restart from zero), the ReLUs add
 // their local intercept terms, and the Col's AllReduce sums it back. This needs every node between
 // a Row and its Col to be inside the zone, which the partitioner guarantees (contiguous zones).
-#include "distcrown/dist/communicator.hpp"
+#include "distcrown/collective/communicator.hpp"
 #include "distcrown/graph/bound_node.hpp"
 
 namespace distcrown::ops {
 
 /// `weight` [w, in] and `bias` [w] (may be null): rows [shard.offset, shard.offset + w) of the
-/// full layer's, w = shard.width.
-NodePtr make_linear_tp_col(ParamPtr weight, ParamPtr bias, OutputShard shard);
+/// full layer's, w = shard.width; `group` the ranks the features are split over.
+NodePtr make_linear_tp_col(ParamPtr weight, ParamPtr bias, OutputShard shard,
+                           collective::CommPtr group);
 
 /// `weight` [out, w]: columns [offset, offset + w) of the full layer's; `bias` [out] whole (may
 /// be null).
-NodePtr make_linear_tp_row(ParamPtr weight, ParamPtr bias, dist::CommPtr comm);
+NodePtr make_linear_tp_row(ParamPtr weight, ParamPtr bias, collective::CommPtr comm);
 
 }  // namespace distcrown::ops

@@ -5,6 +5,8 @@
 //   MPI    Open MPI; CPU tensors directly, CUDA tensors staged through host memory
 //   NCCL   CUDA tensors on the current LibTorch stream; unique id broadcast over MPI; one GPU
 //          per rank, chosen from the local rank
+// The MPI and NCCL backends live in the separate library distcrown_mpi (collective/mpi.hpp), so a
+// single-process program links no MPI.
 // All calls are collective and blocking: every rank must make the same calls in the same order.
 // Tensors must be contiguous; results are written in place or into `out`.
 #include <cstdint>
@@ -14,7 +16,7 @@
 
 #include <ATen/core/Tensor.h>
 
-namespace distcrown::dist {
+namespace distcrown::collective {
 
 enum class ReduceOp { kSum, kMax, kMin };
 
@@ -61,18 +63,7 @@ using CommPtr = std::shared_ptr<Communicator>;
 /// P = 1, no MPI.
 CommPtr make_local_communicator();
 
-/// MPI_COMM_WORLD (initializes MPI on first use, finalizes when the last MPI communicator is
-/// destroyed). Throws distcrown::Error when MPI cannot be initialized.
-CommPtr make_mpi_communicator();
-
-/// NCCL over all MPI ranks, one GPU per rank (local rank modulo device count). Throws
-/// distcrown::Error when built without NCCL or when no GPU is usable.
-CommPtr make_nccl_communicator();
-
 /// True when this process was started by mpirun/mpiexec (Open MPI, MPICH or PMI environment).
 bool launched_under_mpi();
 
-/// True when the library was built with NCCL support and a CUDA device is usable right now.
-bool nccl_available();
-
-}  // namespace distcrown::dist
+}  // namespace distcrown::collective

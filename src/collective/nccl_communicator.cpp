@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "distcrown/dist/communicator.hpp"
+#include "distcrown/collective/mpi.hpp"
 #include "distcrown/util/error.hpp"
 
 #ifdef DISTCROWN_HAVE_NCCL
@@ -27,7 +27,7 @@
 
 #include "mpi_environment.hpp"
 
-namespace distcrown::dist {
+namespace distcrown::collective {
 namespace {
 
 using detail::check_mpi;
@@ -310,11 +310,11 @@ bool nccl_available() {
   return count >= 1;
 }
 
-}  // namespace distcrown::dist
+}  // namespace distcrown::collective
 
 #else  // !DISTCROWN_HAVE_NCCL
 
-namespace distcrown::dist {
+namespace distcrown::collective {
 
 CommPtr make_nccl_communicator() {
   throw Error(
@@ -324,6 +324,6 @@ CommPtr make_nccl_communicator() {
 
 bool nccl_available() { return false; }
 
-}  // namespace distcrown::dist
+}  // namespace distcrown::collective
 
 #endif  // DISTCROWN_HAVE_NCCL

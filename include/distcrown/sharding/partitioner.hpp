@@ -10,10 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "distcrown/dist/communicator.hpp"
+#include "distcrown/collective/communicator.hpp"
 #include "distcrown/graph/bound_graph.hpp"
 
-namespace distcrown::dist {
+namespace distcrown::sharding {
+
+using collective::CommPtr;
 
 /// This rank's share of n features over P ranks: the first n % P ranks get one more.
 struct Split {
@@ -46,4 +48,4 @@ TpPlan partition_tensor_parallel(BoundGraph& graph, const CommPtr& comm);
 /// Human-readable plan: one line per zone and the parameter bytes per rank.
 std::string describe(const TpPlan& plan, const BoundGraph& graph);
 
-}  // namespace distcrown::dist
+}  // namespace distcrown::sharding

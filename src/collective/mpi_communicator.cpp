@@ -4,6 +4,7 @@
 #include <chrono>
 #include <climits>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -14,11 +15,11 @@
 #include <ATen/ops/empty.h>
 #include <c10/core/ScalarType.h>
 
-#include "distcrown/dist/communicator.hpp"
+#include "distcrown/collective/mpi.hpp"
 #include "distcrown/util/error.hpp"
 #include "mpi_environment.hpp"
 
-namespace distcrown::dist {
+namespace distcrown::collective {
 namespace detail {
 namespace {
 
@@ -141,48 +142,6 @@ std::vector<std::string> all_gather_strings(MPI_Comm comm, const std::string& s)
     result.emplace_back(buffer.data() + displs[r], static_cast<size_t>(lengths[r]));
   }
   return result;
-}
-
-void check_tensor(const at::Tensor& t, const char* op, const char* name) {
-  if (!t.defined()) {
-    throw InvalidArgument(std::string(op) + ": `" + name + "` is an undefined tensor");
-  }
-  if (!t.is_contiguous()) {
-    throw InvalidArgument(std::string(op) + ": `" + name +
-                          "` must be contiguous (call .contiguous())");
-  }
-}
-
-void check_in_out(const at::Tensor& in, const at::Tensor& out, const char* op) {
-  check_tensor(in, op, "in");
-  check_tensor(out, op, "out");
-  if (in.scalar_type() != out.scalar_type()) {
-    throw InvalidArgument(std::string(op) + ": `in` and `out` must have the same dtype (got " +
-                          c10::toString(in.scalar_type()) + " and " +
-                          c10::toString(out.scalar_type()) + ")");
-  }
-  if (in.device() != out.device()) {
-    throw InvalidArgument(std::string(op) + ": `in` and `out` must be on the same device (got " +
-                          in.device().str() + " and " + out.device().str() + ")");
-  }
-}
-
-void check_numel_ratio(const at::Tensor& big, const char* big_name, const at::Tensor& small,
-                       const char* small_name, int size, const char* op) {
-  if (big.numel() != static_cast<int64_t>(size) * small.numel()) {
-    throw InvalidArgument(std::string(op) + ": " + big_name + ".numel() (" +
-                          std::to_string(big.numel()) + ") must equal size() (" +
-                          std::to_string(size) + ") * " + small_name + ".numel() (" +
-                          std::to_string(small.numel()) + ")");
-  }
-}
-
-void check_root(int root, int size, const char* op) {
-  if (root < 0 || root >= size) {
-    throw InvalidArgument(std::string(op) + ": root " + std::to_string(root) +
-                          " is not a rank of this communicator (size " + std::to_string(size) +
-                          ")");
-  }
 }
 
 }  // namespace detail
@@ -379,15 +338,15 @@ class MpiCommunicator final : public Communicator {
 
 CommPtr make_mpi_communicator() { return std::make_shared<MpiCommunicator>(); }
 
-// Meant to be asked before MPI is initialized: Open MPI's singleton MPI_Init (a process started
-// without mpirun) sets PMIX_RANK in the process environment, after which this returns true.
-bool launched_under_mpi() {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"}) {
-    if (std::getenv(name) != nullptr) {
-      return true;
-    }
-  }
-  return false;
+void abort_all_ranks(int code) {
+  int initialized = 0;
+  int finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
 }
 
-}  // namespace distcrown::dist
+}  // namespace distcrown::collective

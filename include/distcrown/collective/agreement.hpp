@@ -6,10 +6,10 @@
 #include <cstdint>
 #include <string>
 
-#include "distcrown/dist/communicator.hpp"
+#include "distcrown/collective/communicator.hpp"
 #include "distcrown/util/error.hpp"
 
-namespace distcrown::dist {
+namespace distcrown::collective {
 
 /// An error known to every rank (the same message everywhere).
 class WorldError : public Error {
@@ -50,8 +50,4 @@ void check_same_inputs(Communicator& comm, const std::string& fingerprint);
 /// 64-bit FNV-1a of some bytes, hex; for fingerprints of files and options.
 std::string fingerprint(const std::string& bytes);
 
-/// For executables only (a library never exits): ends every rank of the job with `code` after
-/// an error that the other ranks cannot learn of (MPI_Abort when MPI is up, else _Exit).
-[[noreturn]] void abort_all_ranks(int code);
-
-}  // namespace distcrown::dist
+}  // namespace distcrown::collective

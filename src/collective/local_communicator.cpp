@@ -2,16 +2,17 @@
 // checked exactly as the other backends check them and the stats are counted the same way, so
 // code developed at P = 1 behaves identically when sharded.
 #include <chrono>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
 
-#include "distcrown/dist/communicator.hpp"
-#include "mpi_environment.hpp"
+#include "checks.hpp"
+#include "distcrown/collective/communicator.hpp"
 
-namespace distcrown::dist {
+namespace distcrown::collective {
 namespace {
 
 class LocalCommunicator final : public Communicator {
@@ -74,4 +75,15 @@ class LocalCommunicator final : public Communicator {
 
 CommPtr make_local_communicator() { return std::make_shared<LocalCommunicator>(); }
 
-}  // namespace distcrown::dist
+// Meant to be asked before MPI is initialized: Open MPI's singleton MPI_Init (a process started
+// without mpirun) sets PMIX_RANK in the process environment, after which this returns true.
+bool launched_under_mpi() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"}) {
+    if (std::getenv(name) != nullptr) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace distcrown::collective

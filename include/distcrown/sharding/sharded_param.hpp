@@ -4,11 +4,13 @@
 // buffer (no autograd record, no extra copy) and the caller frees it by dropping the tensor, right
 // after the operator used it. The values are bit-for-bit the original ones, so every bound
 // computed through them is bitwise identical to P = 1.
-#include "distcrown/dist/communicator.hpp"
+#include "distcrown/collective/communicator.hpp"
 #include "distcrown/graph/bound_graph.hpp"
 #include "distcrown/graph/param.hpp"
 
-namespace distcrown::dist {
+namespace distcrown::sharding {
+
+using collective::CommPtr;
 
 class ShardedParam final : public ParamRef {
  public:
@@ -28,7 +30,7 @@ class ShardedParam final : public ParamRef {
 };
 
 /// Sharding plans a loaded graph can be rewritten for. kTp and kTpExact rewrite the graph the same
-/// way (dist/partitioner.hpp); they differ in how CROWN bounds neurons inside sharded zones.
+/// way (sharding/partitioner.hpp); they differ in how CROWN bounds neurons inside sharded zones.
 enum class ShardPlan { kNone, kFsdp, kTp, kTpExact };
 
 /// True for kTp and kTpExact.
@@ -47,4 +49,4 @@ void shard_graph(BoundGraph& graph, ShardPlan plan, const CommPtr& comm);
 /// Largest parameter of the graph in bytes (the most FSDP holds gathered at once).
 int64_t largest_param_bytes(const BoundGraph& graph);
 
-}  // namespace distcrown::dist
+}  // namespace distcrown::sharding

@@ -1,12 +1,12 @@
-#include "distcrown/dist/sharded_param.hpp"
+#include "distcrown/sharding/sharded_param.hpp"
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
-#include "distcrown/dist/partitioner.hpp"
+#include "distcrown/sharding/partitioner.hpp"
 #include "distcrown/util/error.hpp"
 
-namespace distcrown::dist {
+namespace distcrown::sharding {
 
 ShardedParam::ShardedParam(CommPtr comm, const at::Tensor& full)
     : comm_(std::move(comm)),
@@ -84,4 +84,4 @@ int64_t largest_param_bytes(const BoundGraph& graph) {
   return best;
 }
 
-}  // namespace distcrown::dist
+}  // namespace distcrown::sharding

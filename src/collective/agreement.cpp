@@ -1,11 +1,9 @@
-#include "distcrown/dist/agreement.hpp"
+#include "distcrown/collective/agreement.hpp"
 
 #include <cstdio>
 #include <cstdlib>
 
-#include <mpi.h>
-
-namespace distcrown::dist {
+namespace distcrown::collective {
 
 void agree_on_errors(Communicator& comm, const std::string& local_error) {
   const std::vector<std::string> all = comm.all_gather_strings(local_error);
@@ -40,15 +38,4 @@ std::string fingerprint(const std::string& bytes) {
   return buf;
 }
 
-void abort_all_ranks(int code) {
-  int initialized = 0;
-  int finalized = 0;
-  MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
-  std::fflush(stdout);
-  std::fflush(stderr);
-  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, code);
-  std::_Exit(code);
-}
-
-}  // namespace distcrown::dist
+}  // namespace distcrown::collective

@@ -1,6 +1,6 @@
 #pragma once
-// Private to src/dist: the process-wide MPI environment shared by the MPI and NCCL communicators,
-// plus the argument checks all three communicators share. Not installed, not public.
+// Private to src/collective: the process-wide MPI environment shared by the MPI and NCCL
+// communicators. Not installed, not public.
 #include <chrono>
 #include <memory>
 #include <string>
@@ -9,7 +9,9 @@
 #include <ATen/core/Tensor.h>
 #include <mpi.h>
 
-namespace distcrown::dist::detail {
+#include "checks.hpp"
+
+namespace distcrown::collective::detail {
 
 /// MPI for this process. acquire() initializes MPI (MPI_Init_thread, MPI_THREAD_FUNNELED) when
 /// nobody has yet; every communicator holds the returned shared_ptr, and when the last holder lets
@@ -54,21 +56,4 @@ void check_mpi(int rc, const char* what);
 /// Every rank's string, in rank order: MPI_Allgather of the lengths, then MPI_Allgatherv.
 [[nodiscard]] std::vector<std::string> all_gather_strings(MPI_Comm comm, const std::string& s);
 
-// ---- Argument checks shared by the Local, MPI and NCCL communicators (throw InvalidArgument) ----
-
-/// `t` is defined and contiguous.
-void check_tensor(const at::Tensor& t, const char* op, const char* name);
-/// `in` and `out` are valid tensors with the same dtype and device.
-void check_in_out(const at::Tensor& in, const at::Tensor& out, const char* op);
-/// big.numel() == size * small.numel() (all_gather: big = out; reduce_scatter: big = in).
-void check_numel_ratio(const at::Tensor& big, const char* big_name, const at::Tensor& small,
-                       const char* small_name, int size, const char* op);
-/// 0 <= root < size.
-void check_root(int root, int size, const char* op);
-
-/// Seconds elapsed since `start` on the steady clock.
-inline double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-}  // namespace distcrown::dist::detail
+}  // namespace distcrown::collective::detail

@@ -1,4 +1,4 @@
-#include "distcrown/dist/partitioner.hpp"
+#include "distcrown/sharding/partitioner.hpp"
 
 #include <cstdio>
 
@@ -8,12 +8,12 @@
 #include "distcrown/ops/linear_tp.hpp"
 #include "distcrown/util/error.hpp"
 
-namespace distcrown::dist {
+namespace distcrown::sharding {
 namespace {
 
 bool is_linear_2d(const BoundGraph& g, int i) {
   const GraphNode& n = g.node(i);
-  return n.op && n.op->op_type() == "Linear" && n.shape.size() == 2 && n.inputs.size() == 1 &&
+  return n.op && n.op->traits().dense_matrix && n.shape.size() == 2 && n.inputs.size() == 1 &&
          g.node(n.inputs[0]).shape.size() == 2;
 }
 
@@ -46,7 +46,12 @@ TpPlan partition_tensor_parallel(BoundGraph& graph, const CommPtr& comm) {
   for (int i = 1; i + 2 < graph.size(); ++i) {
     if (!is_linear_2d(graph, i) || !single_user(graph, i, i + 1)) continue;
     const GraphNode& relu = graph.node(i + 1);
-    if (relu.op->op_type() != "Relu" || !single_user(graph, i + 1, i + 2)) continue;
+    // Between the two: an elementwise operator without parameters (its relaxation is per
+    // neuron, so it acts on this rank's slice as it is).
+    if (!relu.op->traits().elementwise || !relu.op->params().empty() ||
+        !single_user(graph, i + 1, i + 2)) {
+      continue;
+    }
     if (!is_linear_2d(graph, i + 2)) continue;
     const int64_t hidden = graph.node(i).shape[1];
     if (hidden < P) continue;  // every rank needs at least one neuron
@@ -56,11 +61,11 @@ TpPlan partition_tensor_parallel(BoundGraph& graph, const CommPtr& comm) {
 
     GraphNode& col = graph.node(i);
     auto [w1, b1] = linear_params(col);  // [hidden, in], [hidden]
-    OutputShard shard{off, w, hidden, comm};
+    OutputShard shard{off, w, hidden};
     // clone(): the slices must own their storage so the full weights are freed here.
     col.op = ops::make_linear_tp_col(
         make_param(w1.narrow(0, off, w).clone()),
-        b1.defined() ? make_param(b1.narrow(0, off, w).clone()) : nullptr, shard);
+        b1.defined() ? make_param(b1.narrow(0, off, w).clone()) : nullptr, shard, comm);
     col.shape = {col.shape[0], w};
     col.op->bind_shapes({graph.node(col.inputs[0]).shape}, col.shape);
 
@@ -78,6 +83,7 @@ TpPlan partition_tensor_parallel(BoundGraph& graph, const CommPtr& comm) {
     plan.zones.push_back(z);
     i += 2;  // zones do not overlap
   }
+  if (!plan.zones.empty()) graph.set_tensor_parallel_group(comm);
   for (int i = 1; i < graph.size(); ++i) {
     for (ParamPtr* p : graph.node(i).op->params()) {
       (in_zone[size_t(i)] ? plan.sharded_param_bytes : plan.replicated_param_bytes) +=
@@ -106,4 +112,4 @@ std::string describe(const TpPlan& plan, const BoundGraph& graph) {
   return s;
 }
 
-}  // namespace distcrown::dist
+}  // namespace distcrown::sharding
