@@ -10,6 +10,7 @@
 #include "distcrown/bab/relu_bab.hpp"
 #include "distcrown/io/problem.hpp"
 #include "distcrown/methods/alpha_crown.hpp"
+#include "distcrown/methods/compute_bounds.hpp"
 
 namespace distcrown::bab {
 
@@ -90,6 +91,7 @@ VerifyResult verify(const BoundGraph& g, const io::VnnlibProperty& property,
       ao.stop_at = deadline.stop_at();
       const at::Tensor lb =
           alpha_crown(g, box, at::cat(C, 0), ao, options.bound, true, false).bounds.lower;
+      require_finite({lb, at::Tensor()});  // an answer must never rest on NaN bounds
       int64_t row = 0;
       for (size_t d = 0; d < objs.size(); ++d) {
         const int64_t k = objs[d].rhs.size(0);

@@ -1,6 +1,9 @@
 #include "distcrown/graph/op_registry.hpp"
 
+#include <ATen/ATen.h>
+
 #include "distcrown/util/error.hpp"
+#include "distcrown/util/tensor_values.hpp"
 
 namespace distcrown {
 
@@ -54,7 +57,14 @@ bool LoweringContext::all_constant() const {
 }
 
 ParamPtr LoweringContext::param(const at::Tensor& value) const {
-  return make_param(value.to(param_dtype));
+  at::Tensor p = value.to(param_dtype);
+  // A NaN or infinite weight makes every bound through it NaN: refuse the model here, naming the
+  // node, rather than print NaN bounds later (a verifier must not answer from them).
+  if (p.is_floating_point() && !at::isfinite(p).all().item<bool>()) {
+    fail("a parameter holds NaN or infinite values" +
+         std::string(value.scalar_type() != param_dtype ? " in " + dtype_name(param_dtype) : ""));
+  }
+  return make_param(p);
 }
 
 Value LoweringContext::emit(NodePtr op, std::vector<int> from, const std::string& suffix) {

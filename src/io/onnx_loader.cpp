@@ -15,6 +15,30 @@
 namespace distcrown::io {
 namespace {
 
+// The most elements one tensor of a model (an initializer, a constant, the input) may have:
+// 2^31, 8 GiB in float32. Larger ones are refused at load rather than allocated.
+constexpr int64_t kMaxTensorElements = int64_t{1} << 31;
+
+std::string dims_string(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+// Product of `dims`, refusing negative dimensions and products that overflow or pass the limit.
+int64_t checked_numel(const std::vector<int64_t>& dims, const std::string& where) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (d < 0) throw ModelError(where + ": negative dimension " + std::to_string(d));
+    if (d != 0 && n > kMaxTensorElements / d) {
+      throw UnsupportedError(where + ": unsupported: more than 2^31 elements (dimensions " +
+                             dims_string(dims) + ")");
+    }
+    n *= d;
+  }
+  return n;
+}
+
 at::Tensor to_tensor(const OnnxTensor& t, const std::string& where) {
   if (t.external) throw UnsupportedError(where + ": unsupported: tensor stored in external data");
   at::ScalarType type{};
@@ -36,11 +60,7 @@ at::Tensor to_tensor(const OnnxTensor& t, const std::string& where) {
       throw UnsupportedError(where + ": unsupported: tensor data type " +
                              std::to_string(t.data_type));
   }
-  int64_t n = 1;
-  for (int64_t d : t.dims) {
-    if (d < 0) throw ModelError(where + ": negative dimension");
-    n *= d;
-  }
+  const int64_t n = checked_numel(t.dims, where);
   if (t.bytes.size() != size_t(n) * width) {
     throw ModelError(where + ": holds " + std::to_string(t.bytes.size() / width) +
                      " values, its shape needs " + std::to_string(n));
@@ -94,6 +114,7 @@ std::vector<int64_t> input_shape(const OnnxValueInfo& vi, const std::string& whe
     }
   }
   if (shape.empty()) throw UnsupportedError(where + ": unsupported: scalar input");
+  (void)checked_numel(shape, where);
   return shape;
 }
 

@@ -6,6 +6,7 @@
 
 #include "distcrown/io/onnx_loader.hpp"
 #include "distcrown/util/error.hpp"
+#include "distcrown/util/tensor_values.hpp"
 
 namespace distcrown::io {
 
@@ -29,13 +30,28 @@ Problem load_problem(const std::string& model_path, const std::string& vnnlib_pa
   return p;
 }
 
+namespace {
+
+// A property bound beyond the dtype's range (1e308 in float32) becomes infinite: refuse it.
+InputBox finite_box(InputBox box, at::ScalarType dtype) {
+  for (const at::Tensor* t : {&box.lower, &box.upper}) {
+    if (!at::isfinite(*t).all().item<bool>()) {
+      throw InvalidArgument("an input bound of the property does not fit " + dtype_name(dtype) +
+                            " (|x| too large)");
+    }
+  }
+  return box;
+}
+
+}  // namespace
+
 InputBox box_of(const VnnlibCase& c, const BoundGraph& graph, at::ScalarType dtype) {
   // double -> float32 (rounded as VNN-COMP tools read the values) -> dtype.
   const auto& shape = graph.input_shape();
   auto as_tensor = [&](const std::vector<double>& v) {
     return at::tensor(v, at::kDouble).to(at::kFloat).reshape(shape).to(dtype);
   };
-  return {as_tensor(c.input_lower), as_tensor(c.input_upper)};
+  return finite_box({as_tensor(c.input_lower), as_tensor(c.input_upper)}, dtype);
 }
 
 InputBox enclosing_box(const VnnlibCase& c, const BoundGraph& graph, at::ScalarType dtype) {
@@ -47,7 +63,7 @@ InputBox enclosing_box(const VnnlibCase& c, const BoundGraph& graph, at::ScalarT
   // Where rounding to nearest moved a bound inward, take the neighbouring value outside.
   l = at::where(l.to(at::kDouble) > lo, at::nextafter(l, at::full_like(l, -INFINITY)), l);
   u = at::where(u.to(at::kDouble) < hi, at::nextafter(u, at::full_like(u, INFINITY)), u);
-  return {l.reshape(shape), u.reshape(shape)};
+  return finite_box({l.reshape(shape), u.reshape(shape)}, dtype);
 }
 
 }  // namespace distcrown::io

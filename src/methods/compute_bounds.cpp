@@ -1,25 +1,43 @@
 #include "distcrown/methods/compute_bounds.hpp"
 
+#include <ATen/ATen.h>
+
 #include "distcrown/methods/alpha_crown.hpp"
 #include "distcrown/methods/crown.hpp"
 #include "distcrown/methods/ibp.hpp"
 #include "distcrown/util/error.hpp"
+#include "distcrown/util/tensor_values.hpp"
 
 namespace distcrown {
+
+void require_finite(const Interval& b) {
+  for (const at::Tensor* t : {&b.lower, &b.upper}) {
+    if (t->defined() && !at::isfinite(*t).all().item<bool>()) {
+      throw NumericError(std::string("the bounds are not finite: the computation overflowed ") +
+                         dtype_name(t->scalar_type()) +
+                         " (weights or input bounds too large; --dtype float64 may help)");
+    }
+  }
+}
 
 Interval compute_bounds(const BoundGraph& g, const InputBox& box, Method method,
                         const BoundOptions& options, const at::Tensor& C,
                         collective::CommPtr spec_comm) {
-  if (method == Method::kIbp) return ibp_bounds(g, box, C);
-  if (method == Method::kAlphaCrown) {
+  Interval b;
+  if (method == Method::kIbp) {
+    b = ibp_bounds(g, box, C);
+  } else if (method == Method::kAlphaCrown) {
     if (spec_comm && spec_comm->size() > 1) {
       throw UnsupportedError("spec-parallel alpha-CROWN (its AllGather cuts the gradients)");
     }
-    return alpha_crown(g, box, C, AlphaOptions{}, options).bounds;
+    b = alpha_crown(g, box, C, AlphaOptions{}, options).bounds;
+  } else {
+    CrownEngine engine(g, box, options, std::move(spec_comm));
+    engine.compute_intermediate_bounds();
+    b = engine.output_bounds(C);
   }
-  CrownEngine engine(g, box, options, std::move(spec_comm));
-  engine.compute_intermediate_bounds();
-  return engine.output_bounds(C);
+  require_finite(b);
+  return b;
 }
 
 }  // namespace distcrown

@@ -76,10 +76,10 @@ Value lower_add_sub(LoweringContext& ctx, bool subtract) {
   }
   const int x = var0 ? ctx.inputs[0].node : ctx.inputs[1].node;
   const at::Tensor c = (var0 ? ctx.inputs[1] : ctx.inputs[0]).constant.to(ctx.param_dtype);
-  if (!subtract) return ctx.emit(make_add_const(make_param(c)), {x});
-  if (var0) return ctx.emit(make_add_const(make_param(-c)), {x});  // x − c
-  const Value neg = ctx.emit(make_neg(), {x}, "/neg");             // c − x
-  return ctx.emit(make_add_const(make_param(c)), {neg.node});
+  if (!subtract) return ctx.emit(make_add_const(ctx.param(c)), {x});
+  if (var0) return ctx.emit(make_add_const(ctx.param(-c)), {x});  // x − c
+  const Value neg = ctx.emit(make_neg(), {x}, "/neg");            // c − x
+  return ctx.emit(make_add_const(ctx.param(c)), {neg.node});
 }
 
 }  // namespace

@@ -67,11 +67,13 @@ Value lower_mul_div(LoweringContext& ctx, bool divide) {
   }
   if (divide) {
     if (!ctx.inputs[0].is_bounded()) ctx.unsupported("Div of a constant by a variable tensor");
-    return ctx.emit(make_div_const(ctx.param(ctx.constant(1))), {ctx.bounded(0)});
+    ParamPtr divisor = ctx.param(ctx.constant(1));
+    if ((divisor->get() == 0).any().item<bool>()) ctx.fail("division by zero");
+    return ctx.emit(make_div_const(std::move(divisor)), {ctx.bounded(0)});
   }
   const bool var0 = ctx.inputs[0].is_bounded();
   const at::Tensor c = (var0 ? ctx.inputs[1] : ctx.inputs[0]).constant.to(ctx.param_dtype);
-  return ctx.emit(make_mul_const(make_param(c)), {var0 ? ctx.inputs[0].node : ctx.inputs[1].node});
+  return ctx.emit(make_mul_const(ctx.param(c)), {var0 ? ctx.inputs[0].node : ctx.inputs[1].node});
 }
 
 Value lower_neg(LoweringContext& ctx) {

@@ -5,9 +5,21 @@
 #include <ATen/ATen.h>
 
 #include "distcrown/graph/op_registry.hpp"
+#include "distcrown/util/error.hpp"
 
 namespace distcrown::ops {
 namespace {
+
+// perm holds each of 0 .. rank-1 exactly once.
+bool is_permutation_of_axes(const std::vector<int64_t>& perm, size_t rank) {
+  if (perm.size() != rank) return false;
+  std::vector<bool> seen(rank, false);
+  for (int64_t p : perm) {
+    if (p < 0 || p >= int64_t(rank) || seen[size_t(p)]) return false;
+    seen[size_t(p)] = true;
+  }
+  return true;
+}
 
 std::vector<int64_t> with_lead(std::initializer_list<int64_t> lead,
                                const std::vector<int64_t>& rest) {
@@ -50,6 +62,9 @@ class BoundReshape final : public BoundNode {
 class BoundTranspose final : public BoundNode {
  public:
   explicit BoundTranspose(std::vector<int64_t> perm) : perm_(std::move(perm)) {
+    if (!is_permutation_of_axes(perm_, perm_.size())) {
+      throw InvalidArgument("Transpose: perm is not a permutation of the axes");
+    }
     inverse_.assign(perm_.size(), 0);
     for (size_t i = 0; i < perm_.size(); ++i) inverse_[size_t(perm_[i])] = int64_t(i);
   }
@@ -145,6 +160,9 @@ Value lower_transpose(LoweringContext& ctx) {
   std::vector<int64_t> perm(in.size());
   for (size_t i = 0; i < perm.size(); ++i) perm[i] = int64_t(perm.size() - 1 - i);
   perm = ctx.attrs.get_ints("perm", perm);
+  if (!is_permutation_of_axes(perm, in.size())) {
+    ctx.fail("perm must be a permutation of 0.." + std::to_string(int64_t(in.size()) - 1));
+  }
   if (ctx.all_constant()) return Value::of_constant(ctx.constant(0).permute(perm).contiguous());
   if (perm.empty() || perm[0] != 0) ctx.unsupported("Transpose that moves the batch dimension");
   return ctx.emit(make_transpose(perm), {ctx.bounded(0)});

@@ -14,4 +14,8 @@ Interval compute_bounds(const BoundGraph& g, const InputBox& box, Method method,
                         const BoundOptions& options = {}, const at::Tensor& C = {},
                         collective::CommPtr spec_comm = nullptr);
 
+/// Throws NumericError unless every defined bound in `b` is finite (NaN or ±inf bounds come from
+/// an overflow of the dtype, never from a finite network over a finite box).
+void require_finite(const Interval& b);
+
 }  // namespace distcrown

@@ -31,6 +31,13 @@ class UnsupportedError : public ModelError {
 };
 
 /// Inconsistent options or arguments passed by the caller.
+/// A computation left the floating-point range (NaN or infinite bounds: weights or inputs too
+/// large for the dtype). Never reported as a result.
+class NumericError : public Error {
+ public:
+  using Error::Error;
+};
+
 class InvalidArgument : public Error {
  public:
   using Error::Error;
