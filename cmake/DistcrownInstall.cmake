@@ -14,6 +14,7 @@ set(DISTCROWN_PUBLIC_HEADERS
   include/distcrown/distcrown.hpp
   include/distcrown/util/error.hpp
   include/distcrown/util/memory.hpp
+  include/distcrown/util/output_file.hpp
   include/distcrown/collective/communicator.hpp
   include/distcrown/collective/agreement.hpp
   include/distcrown/collective/mpi.hpp

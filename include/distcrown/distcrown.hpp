@@ -20,3 +20,4 @@
 #include "distcrown/sharding/sharded_param.hpp"
 #include "distcrown/util/error.hpp"
 #include "distcrown/util/memory.hpp"
+#include "distcrown/util/output_file.hpp"
