@@ -10,6 +10,7 @@
 #include <limits>
 #include <string>
 
+#include "distcrown/bab/verifier.hpp"
 #include "distcrown/io/onnx_loader.hpp"
 #include "distcrown/io/problem.hpp"
 #include "distcrown/io/vnnlib.hpp"
@@ -144,6 +145,29 @@ TEST(HostileProperty, AnInputBoundBeyondFloat32IsRefused) {
                                   "does not fit float");
   const InputBox wide = io::enclosing_box(p.cases.front(), g, at::kDouble);  // fits float64
   EXPECT_EQ(wide.upper.flatten()[0].item<double>(), 1e308);
+}
+
+// 0.1 is not a float32: with X_0 fixed at 0.1 (lower = upper) no float32 point lies in the box.
+// The counterexample is checked in double at the exact point instead of being rejected.
+TEST(HostileProperty, FixedInputsThatFloat32CannotRepresentAreSat) {
+  OnnxBuilder m;
+  m.input("x", {1, 2}).output("y");
+  m.initializer("W", at::tensor({1.0F, 0.0F}).reshape({1, 2}));
+  m.node("fc", "Gemm", {"x", "W"}, {"y"}, {attr_int("transB", 1)});
+  const BoundGraph g = io::load_onnx_bytes(m.bytes(), "identity.onnx");
+  const io::VnnlibProperty p = io::parse_vnnlib_string(
+      "(declare-const X_0 Real)\n(declare-const X_1 Real)\n(declare-const Y_0 Real)\n"
+      "(assert (>= X_0 0.1))\n(assert (<= X_0 0.1))\n(assert (>= X_1 0))\n(assert (<= X_1 1))\n"
+      "(assert (>= Y_0 0.1))\n",
+      "fixed.vnnlib");
+  bab::VerifyOptions o;
+  o.timeout_s = 20;
+  o.bab.progress = false;
+  const bab::VerifyResult r = bab::verify(g, p, o);
+  ASSERT_EQ(r.verdict, bab::Verdict::kSat) << r.detail;
+  ASSERT_TRUE(r.counterexample.has_value());
+  EXPECT_EQ(r.counterexample->x.at(0), 0.1);  // exactly the fixed value
+  EXPECT_GE(r.counterexample->y.at(0), 0.1);
 }
 
 }  // namespace

@@ -32,12 +32,15 @@ std::optional<Counterexample> check_candidates(const BoundGraph& g, const io::Vn
   xs = at::where(xs.to(at::kDouble) > hi, at::nextafter(xs, at::full_like(xs, -1e30)), xs);
   xs = at::where(xs.to(at::kDouble) < lo, at::nextafter(xs, at::full_like(xs, 1e30)), xs);
   const at::Tensor inside = ((xs.to(at::kDouble) >= lo) & (xs.to(at::kDouble) <= hi)).all(1);
+  // Where no point of the dtype lies inside (fixed inputs lower = upper that float32 cannot
+  // represent), the candidate is the point in double, exactly in the box, run forward in double.
+  if (!inside.all().item<bool>()) xs = at::where(inside.unsqueeze(1), xs.to(at::kDouble), xd);
   std::vector<int64_t> shape(g.input_shape().begin(), g.input_shape().end());
   shape[0] = N;
   const at::Tensor y = g.forward(xs.reshape(shape).to(g.device())).reshape({N, -1});
   for (const auto& d : c.disjuncts) {
     const Objective exact = make_objective(d, y.size(1), at::kDouble);
-    const at::Tensor ok = (margins(exact, y).cpu() <= 0) & inside;  // [N]
+    const at::Tensor ok = margins(exact, y).cpu() <= 0;  // [N], every row inside the box now
     if (ok.any().item<bool>()) {
       const int64_t i = ok.nonzero().reshape({-1})[0].item<int64_t>();
       return Counterexample{to_doubles(xs[i]), to_doubles(y[i])};

@@ -17,7 +17,11 @@ std::vector<ParamPtr*> AffineOp::params() {
 }
 
 at::Tensor AffineOp::forward(std::span<const at::Tensor> x) const {
-  return apply(x[0], weight(), bias());
+  // A concrete pass in a wider dtype than the parameters' (the double check of a counterexample
+  // that float32 cannot represent, bab/attack.cpp) casts them, exactly; the same dtype is a no-op.
+  const at::ScalarType dtype = x[0].scalar_type();
+  const at::Tensor b = bias();
+  return apply(x[0], weight().to(dtype), b.defined() ? b.to(dtype) : b);
 }
 
 AffineOp::CentreRadius AffineOp::centre_radius(const Interval& x, bool with_bias) const {

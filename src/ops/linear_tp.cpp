@@ -95,7 +95,7 @@ class BoundLinearTPRow final : public LinearMaps {
 
   // x [B, w] (this rank's slice) -> x·W_rᵀ, a partial sum over ranks; AllReduce, then + b.
   at::Tensor forward(std::span<const at::Tensor> x) const override {
-    at::Tensor y = apply(x[0], weight(), at::Tensor()).contiguous();  // [B, out]
+    at::Tensor y = apply(x[0], weight().to(x[0].scalar_type()), at::Tensor()).contiguous();
     group_->all_reduce(y, collective::ReduceOp::kSum);
     const at::Tensor b = bias();
     return b.defined() ? y + b : y;
