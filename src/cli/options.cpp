@@ -29,7 +29,7 @@ struct OptionSpec {
 // One binder for every field type: a bool is a flag, an enum takes the names of its table
 // (util/enum_names.hpp), anything else is a value shown with its default.
 template <class Get>
-Binder field(Get get, std::optional<CLI::Validator> check = std::nullopt) {
+Binder field(Get get, const std::optional<CLI::Validator>& check = std::nullopt) {
   return [get, check](CLI::App& app, RunOptions& run, const std::string& flag,
                       const std::string& help) -> CLI::Option* {
     auto& value = get(run);
