@@ -1,5 +1,5 @@
 // bench_fsdp: per-rank memory and time of sharded CROWN, each configuration in its own process
-// (mpirun -np P build/bin/distcrown bounds ... --json), on the wide MLPs of the reference paper
+// (mpirun -np P build/bin/distcrown bounds ... --result), on the wide MLPs of the reference paper
 // (input 784, output 10, batch 1, eps 0.02; (h, d) = (1024,4), (4096,4), (8192,4), (4096,8)) and a
 // small convolutional net, for P in --procs and the modes none / fsdp / spec / fsdp+spec, with and
 // without --crown-batch-size. Beside each measured peak it prints the peak the sharding
@@ -75,7 +75,7 @@ Run launch(const std::string& cli, const std::string& mpirun, const fs::path& di
   cmd << "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " << mpirun << " -np " << procs
       << " --oversubscribe -x OMP_NUM_THREADS=1 " << cli << " bounds --model "
       << (dir / (model + ".onnx")) << " --vnnlib " << (dir / (model + ".vnnlib"))
-      << " --method crown --json " << json;
+      << " --method crown --result " << json;
   if (mode == "fsdp" || mode == "fsdp+spec") cmd << " --shard fsdp";
   if (mode == "spec" || mode == "fsdp+spec") cmd << " --spec-parallel";
   if (chunk > 0) cmd << " --crown-batch-size " << chunk;

@@ -272,7 +272,7 @@ void drift_table(const std::string& cli, const std::string& mpirun, const std::s
         std::ostringstream cmd;
         cmd << mpirun_prefix(mpirun, P) << cli << " bounds --model " << c.model << " --vnnlib "
             << c.vnnlib << " --method crown --shard " << mode << " --device " << device
-            << " --backend " << backend << " --json " << json << " > " << dir << "/drift.log 2>&1";
+            << " --backend " << backend << " --result " << json << " > " << dir << "/drift.log 2>&1";
         if (!run(cmd.str(), json)) continue;
         std::ifstream in(json);
         const auto j = nlohmann::json::parse(in);

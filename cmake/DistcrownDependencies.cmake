@@ -20,6 +20,7 @@ find_package(ONNX REQUIRED CONFIG)
 find_package(Protobuf REQUIRED)
 find_package(nlohmann_json REQUIRED)
 find_package(CLI11 CONFIG REQUIRED)
+find_package(yaml-cpp CONFIG REQUIRED)  # --config FILE.yaml (the CLI only)
 find_package(Threads REQUIRED)
 
 # Warnings for our own targets only.

@@ -32,7 +32,7 @@ def main():
         r = json.load(open(rf))
         with tempfile.NamedTemporaryFile(suffix=".json") as out:
             p = subprocess.run([BIN, "bounds", "--model", os.path.join(F, r["model"]), "--vnnlib",
-                                os.path.join(F, r["spec"]), "--method", "alpha-crown", "--json",
+                                os.path.join(F, r["spec"]), "--method", "alpha-crown", "--result",
                                 out.name], capture_output=True, text=True)
             if p.returncode:
                 print(p.stderr, file=sys.stderr)

@@ -20,7 +20,7 @@ for pair in "mnist_256x6:mnist_prop_1_0.05" "oval21_base:oval21_cifar_base_kw-im
   m=${pair%%:*}; s=${pair##*:}
   for meth in crown alpha-crown; do
     for dev in cpu cuda; do
-      build/bin/distcrown bounds --model $F/models/$m.onnx --vnnlib $F/specs/$s.vnnlib --method $meth --device $dev --json $W/${m}_${meth}_${dev}.json > $W/tmp.txt 2>&1
+      build/bin/distcrown bounds --model $F/models/$m.onnx --vnnlib $F/specs/$s.vnnlib --method $meth --device $dev --result $W/${m}_${meth}_${dev}.json > $W/tmp.txt 2>&1
       echo "$m $meth $dev rc=$? $(grep -E 'time|error' $W/tmp.txt | tail -1)"
     done
     python3 - $W/${m}_${meth}_cpu.json $W/${m}_${meth}_cuda.json <<'PY'

@@ -10,7 +10,7 @@ set -euo pipefail
 TORCH_VERSION=2.11.0
 PY_PACKAGES=("torch==${TORCH_VERSION}" "numpy" "scikit-learn" "onnx" "matplotlib")
 APT_PACKAGES=(libonnx-dev libprotobuf-dev protobuf-compiler libopenmpi-dev openmpi-bin
-  nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev cmake g++ python3-venv)
+  nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev cmake g++ python3-venv)
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${DISTCROWN_VENV:-${HOME}/.cache/distcrown/venv-torch-${TORCH_VERSION}}"

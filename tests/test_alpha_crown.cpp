@@ -404,8 +404,11 @@ TEST_F(AlphaCrownCli, BoundsTableOnTheEmbeddedDefault) {
 }
 
 TEST_F(AlphaCrownCli, ZeroIterationsIsAUsageError) {
+  // A usage error is one line "distcrown: error: ..." and exit 1, like every other error.
   const testing::ProcessResult r = run("bounds --method alpha-crown --iterations 0");
-  EXPECT_EQ(r.exit_code, 2) << "stdout:\n" << r.out << "\nstderr:\n" << r.err;
+  EXPECT_EQ(r.exit_code, 1) << "stdout:\n" << r.out << "\nstderr:\n" << r.err;
+  EXPECT_EQ(r.err.rfind("distcrown: error:", 0), 0U) << r.err;
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
 }
 
 }  // namespace

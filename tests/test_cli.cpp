@@ -1,6 +1,8 @@
 // End-to-end tests of the distcrown executable (DISTCROWN_CLI_PATH): `distcrown bounds` on the
-// embedded default and on files, its table and --json output, and its error reporting (one line
-// on stderr starting "distcrown: error:", exit code 1; usage errors exit non-zero).
+// embedded default and on files, its table and --result JSON output, its error reporting (one
+// line on stderr starting "distcrown: error:", exit code 1, usage errors included), the option
+// model shared by both commands (one table, --config FILE.yaml, `verify --result` always written),
+// and the enum name tables (util/enum_names.hpp).
 
 #include <gtest/gtest.h>
 
@@ -10,6 +12,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -17,6 +22,11 @@
 #include <nlohmann/json.hpp>
 
 #include "bounds_table.hpp"
+#include "distcrown/bab/verifier.hpp"
+#include "distcrown/methods/options.hpp"
+#include "distcrown/sharding/sharded_param.hpp"
+#include "distcrown/util/enum_names.hpp"
+#include "distcrown/util/error.hpp"
 #include "fixtures.hpp"
 #include "onnx_builder.hpp"
 #include "process.hpp"
@@ -45,11 +55,11 @@ class Cli : public ::testing::Test {
     return testing::run_captured(quote(std::string(DISTCROWN_CLI_PATH)) + " " + args, dir_.path());
   }
 
-  // Runs `distcrown bounds <args> --json FILE`, expects success and returns the JSON.
+  // Runs `distcrown bounds <args> --result FILE`, expects success and returns the JSON.
   json bounds_json(const std::string& args) {
     const fs::path file = dir_ / "bounds.json";
     std::remove(file.c_str());
-    const CliResult r = run("bounds " + args + " --json " + quote(file));
+    const CliResult r = run("bounds " + args + " --result " + quote(file));
     EXPECT_EQ(r.exit_code, 0) << "args: " << args << "\nstderr: " << r.err;
     if (!fs::exists(file)) {
       ADD_FAILURE() << "no JSON written for: " << args;
@@ -215,11 +225,208 @@ TEST_F(Cli, ModelWithoutProperty) {
 }
 
 TEST_F(Cli, UnknownMethodIsAUsageError) {
+  // Usage errors follow the same contract as every other error (README.md): one line, exit 1;
+  // the allowed values come from the method's name table.
   const CliResult r = run("bounds --method bogus");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.err.find("--method"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("bogus"), std::string::npos) << r.err;
+  expect_one_error_line(r, {"--method", "bogus", "ibp, crown or alpha-crown"});
   EXPECT_EQ(r.out, "");
+}
+
+TEST_F(Cli, ParseErrorsAreOneLineWithExitCodeOne) {
+  for (const std::string args : {"bounds --no-such-option", "verify --bab-batch-size 0",
+                                 "bounds --threads", "bogus", "", "verify --dtype float16"}) {
+    SCOPED_TRACE(args);
+    const CliResult r = run(args);
+    expect_one_error_line(r, {});
+    EXPECT_EQ(r.out, "");
+  }
+}
+
+TEST_F(Cli, HelpExitsZero) {
+  const CliResult r = run("verify --help");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("--bab-batch-size"), std::string::npos) << r.out;
+}
+
+// The long options "--x" a help text lists (CLI11's "  --name TYPE ..." lines).
+std::set<std::string> help_options(const std::string& help) {
+  std::set<std::string> out;
+  static const std::regex option(R"((?:^|[ ,])(--[a-z][a-z-]*))");
+  std::istringstream in(help);
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (line.rfind("  -", 0) == 0 && std::regex_search(line, m, option)) out.insert(m[1]);
+  }
+  return out;
+}
+
+TEST_F(Cli, BothCommandsTakeTheSameOptions) {
+  // One table: `bounds --help` and `verify --help` list the same options, with the names that
+  // used to clash resolved (no --json / --batch, --bab-* for branch and bound).
+  const CliResult b = run("bounds --help");
+  const CliResult v = run("verify --help");
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  ASSERT_EQ(v.exit_code, 0) << v.err;
+  const std::set<std::string> bounds = help_options(b.out);
+  EXPECT_EQ(bounds, help_options(v.out)) << b.out << "\n---\n" << v.out;
+  for (const char* name :
+       {"--result", "--timeout", "--threads", "--iterations", "--bab-iterations",
+        "--crown-batch-size", "--bab-batch-size", "--intermediate", "--config"}) {
+    EXPECT_TRUE(bounds.count(name)) << name << "\n" << b.out;
+  }
+  for (const char* gone : {"--json", "--batch"}) EXPECT_FALSE(bounds.count(gone)) << gone;
+}
+
+TEST_F(Cli, ReadmeOptionTableIsTheHelp) {
+  // README.md's one option table ("| `--name ...` |" rows) lists exactly the options of --help.
+  std::ifstream in(kSourceDir / "README.md");
+  std::set<std::string> readme;
+  static const std::regex row(R"(^\| `(--[a-z][a-z-]*))");
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, row)) readme.insert(m[1]);
+  }
+  std::set<std::string> help = help_options(run("verify --help").out);
+  help.erase("--help");
+  EXPECT_EQ(readme, help);
+}
+
+TEST_F(Cli, OptionOfTheOtherCommandIsAnError) {
+  expect_one_error_line(run("bounds --branching fsb"), {"--branching applies to verify only"});
+  expect_one_error_line(run("bounds --bab-batch-size 8"), {"--bab-batch-size", "verify only"});
+  const fs::path result = dir_ / "result.txt";
+  expect_one_error_line(run("verify --shard fsdp --result " + quote(result)),
+                        {"--shard applies to bounds only"});
+  EXPECT_EQ(testing::read_file(result), "error\n");
+}
+
+TEST_F(Cli, VerifyWritesErrorResultOnParseErrors) {
+  for (const std::string form : {"--result ", "--result="}) {
+    for (const std::string bad : {"--bab-batch-size 0", "--no-such-option", "--split sideways"}) {
+      SCOPED_TRACE(form + " " + bad);
+      const fs::path result = dir_ / "result.txt";
+      std::remove(result.c_str());
+      const CliResult r = run("verify " + bad + " " + form + quote(result));
+      expect_one_error_line(r, {});
+      ASSERT_TRUE(fs::exists(result));
+      EXPECT_EQ(testing::read_file(result), "error\n");
+    }
+  }
+}
+
+TEST_F(Cli, VerifyWritesErrorResultWhenTheModelFailsToLoad) {
+  const fs::path model = write("corrupt.onnx", "not an ONNX model");
+  const fs::path result = dir_ / "result.txt";
+  const CliResult r = run("verify --model " + quote(model) + " --vnnlib " +
+                          quote(kExampleProperty) + " --result " + quote(result));
+  expect_one_error_line(r, {model.string()});
+  EXPECT_EQ(testing::read_file(result), "error\n");
+}
+
+TEST_F(Cli, VerifyTakesTheResolvedOptions) {
+  const fs::path result = dir_ / "result.txt";
+  const CliResult r =
+      run("verify --quiet --iterations 3 --lr 0.4 --bab-iterations 2 --bab-batch-size 8 "
+          "--crown-batch-size 4 --intermediate auto_lirpa --threads 1 --timeout 60 --result " +
+          quote(result));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(testing::read_file(result), "unsat\n");  // examples/README.md
+}
+
+TEST_F(Cli, BoundsTakesTimeoutThreadsAndAutoIntermediate) {
+  const json j = bounds_json("--method crown --timeout 100 --threads 1 --intermediate auto");
+  expect_bounds_json(j, "crown", kDigitsOutputs);
+  EXPECT_EQ(doubles(j["lower"]),
+            doubles(bounds_json("--method crown --intermediate auto_lirpa")["lower"]));
+}
+
+TEST_F(Cli, BoundsPastItsTimeoutFails) {
+  const fs::path file = dir_ / "bounds.json";
+  const CliResult r = run("bounds --method alpha-crown --timeout 1e-9 --result " + quote(file));
+  expect_one_error_line(r, {"timeout"});
+  EXPECT_FALSE(fs::exists(file));
+}
+
+TEST_F(Cli, ConfigFileSetsOptionsAndTheCommandLineWins) {
+  const fs::path config = write("run.yaml",
+                                "# alpha,beta-CROWN style settings\n"
+                                "method: ibp\n"
+                                "dtype: float64\n"
+                                "spec-parallel: false\n"
+                                "crown-batch-size: 5\n");
+  const json from_file = bounds_json("--config " + quote(config));
+  expect_bounds_json(from_file, "ibp", kDigitsOutputs);
+  EXPECT_EQ(from_file.value("dtype", ""), "float64");
+  const json overridden = bounds_json("--config=" + quote(config) + " --method crown");
+  expect_bounds_json(overridden, "crown", kDigitsOutputs);
+  EXPECT_EQ(overridden.value("dtype", ""), "float64");
+}
+
+TEST_F(Cli, ConfigFileForVerify) {
+  const fs::path result = dir_ / "result.txt";
+  const fs::path config =
+      write("verify.yaml",
+            "bab-batch-size: 16\nquiet: true\nresult: " + result.string() + "\nbranching: babsr\n");
+  const CliResult r = run("verify --config " + quote(config));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count_lines(r.err), 1u) << r.err;  // quiet: the summary line only
+  EXPECT_EQ(testing::read_file(result), "unsat\n");
+}
+
+TEST_F(Cli, ConfigFileErrors) {
+  const fs::path unknown = write("unknown.yaml", "method: ibp\nbogus-key: 3\n");
+  expect_one_error_line(run("bounds --config " + quote(unknown)), {"bogus-key", unknown.string()});
+  const fs::path other = write("other.yaml", "branching: fsb\n");
+  expect_one_error_line(run("bounds --config " + quote(other)),
+                        {"branching applies to verify only", other.string()});
+  const fs::path bad_value = write("bad_value.yaml", "method: bogus\n");
+  expect_one_error_line(run("bounds --config " + quote(bad_value)), {"--method", "bogus"});
+  const fs::path list = write("list.yaml", "method: [ibp, crown]\n");
+  expect_one_error_line(run("bounds --config " + quote(list)), {"method", list.string()});
+  const fs::path syntax = write("syntax.yaml", "method: ibp\n  : : [\n");
+  expect_one_error_line(run("bounds --config " + quote(syntax)), {syntax.string()});
+  expect_one_error_line(run("bounds --config " + quote(dir_ / "missing.yaml")), {"missing.yaml"});
+  // verify writes its result file for a bad config too.
+  const fs::path result = dir_ / "result.txt";
+  const fs::path unknown_verify = write("unknown_verify.yaml", "bogus-key: 3\n");
+  expect_one_error_line(
+      run("verify --config " + quote(unknown_verify) + " --result " + quote(result)),
+      {"bogus-key"});
+  EXPECT_EQ(testing::read_file(result), "error\n");
+}
+
+// Every name table round-trips and a bad name lists the canonical names, from the same table the
+// CLI's allowed values come from.
+template <class E>
+void expect_round_trip(const std::string& what) {
+  for (std::string_view name : enum_names<E>()) {
+    EXPECT_EQ(enum_name(parse_enum<E>(name, what)), name);
+  }
+  try {
+    parse_enum<E>("bogus", what);
+    ADD_FAILURE() << what << ": no error";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown " + what + " 'bogus' (expected " +
+                                         enum_names_text<E>() + ")"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(EnumNames, TablesRoundTripAndWrappersAgree) {
+  expect_round_trip<Method>("method");
+  expect_round_trip<IntermediateScheme>("scheme");
+  expect_round_trip<sharding::ShardPlan>("shard plan");
+  expect_round_trip<bab::Verdict>("verdict");
+  expect_round_trip<bab::SplitMode>("split");
+  expect_round_trip<bab::Branching>("branching");
+  EXPECT_EQ(enum_names_text<Method>(), "ibp, crown or alpha-crown");
+  EXPECT_EQ(parse_method("CROWN-Optimized"), Method::kAlphaCrown);  // an alias
+  EXPECT_EQ(to_string(Method::kAlphaCrown), "alpha-crown");
+  EXPECT_EQ(sharding::parse_shard_plan("tp-exact"), sharding::ShardPlan::kTpExact);
+  EXPECT_EQ(sharding::to_string(sharding::ShardPlan::kFsdp), "fsdp");
+  EXPECT_EQ(bab::to_string(bab::Verdict::kTimeout), "timeout");
+  EXPECT_THROW(parse_method("bogus"), InvalidArgument);
 }
 
 TEST_F(Cli, MnistFixtureMatchesAutoLirpaCrown) {

@@ -42,7 +42,7 @@ class CliMpi : public ::testing::Test {
   json bounds(int np, const std::string& args) {
     const fs::path file = dir_.path() / ("np" + std::to_string(np) + ".json");
     const Result r = mpirun("-np " + std::to_string(np) + " " + kCli + " bounds " + args +
-                            " --json '" + file.string() + "'");
+                            " --result '" + file.string() + "'");
     EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.err;
     if (!fs::exists(file)) return json::object();
     return testing::read_json(file);
@@ -124,6 +124,15 @@ TEST_F(CliMpi, MismatchedOptionsAreRefused) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(count(r.err, "distcrown: error:"), 1u) << r.err;
   EXPECT_NE(r.err.find("different model, property or options"), std::string::npos) << r.err;
+}
+
+TEST_F(CliMpi, UsageErrorsArePrintedOnce) {
+  for (const std::string args : {"bounds --method bogus", "bounds --branching fsb"}) {
+    SCOPED_TRACE(args);
+    const Result r = mpirun("-np 2 " + kCli + " " + args);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_EQ(count(r.err, "distcrown: error:"), 1u) << r.err;
+  }
 }
 
 TEST_F(CliMpi, UnsupportedOperatorOnEveryRank) {

@@ -11,22 +11,11 @@
 #include "distcrown/io/problem.hpp"
 #include "distcrown/methods/alpha_crown.hpp"
 #include "distcrown/methods/compute_bounds.hpp"
+#include "distcrown/util/enum_names.hpp"
 
 namespace distcrown::bab {
 
-std::string to_string(Verdict v) {
-  switch (v) {
-    case Verdict::kSat:
-      return "sat";
-    case Verdict::kUnsat:
-      return "unsat";
-    case Verdict::kTimeout:
-      return "timeout";
-    case Verdict::kUnknown:
-      return "unknown";
-  }
-  return "unknown";
-}
+std::string to_string(Verdict v) { return std::string(enum_name(v)); }
 
 namespace {
 

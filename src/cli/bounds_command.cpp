@@ -1,6 +1,7 @@
 // `distcrown bounds`: bounds of the network's outputs (C = identity) over the property's first
-// input box, as a table on stdout and optionally JSON (the contract in README.md). Under mpirun
-// every rank runs this; rank 0 prints and writes, with every rank's memory in the report.
+// input box, as a table on stdout and optionally JSON in --result (the contract in README.md).
+// Under mpirun every rank runs this; rank 0 prints and writes, with every rank's memory in the
+// report.
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -9,13 +10,16 @@
 #include <sstream>
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <c10/core/GradMode.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
 #include "cli/embedded_default.hpp"
+#include "cli/options.hpp"
 #include "cli/problem_input.hpp"
 #include "cli/world.hpp"
+#include "distcrown/bab/bab.hpp"
 #include "distcrown/collective/agreement.hpp"
 #include "distcrown/collective/mpi.hpp"
 #include "distcrown/io/onnx_loader.hpp"
@@ -25,28 +29,13 @@
 #include "distcrown/methods/crown.hpp"
 #include "distcrown/sharding/partitioner.hpp"
 #include "distcrown/sharding/sharded_param.hpp"
+#include "distcrown/util/enum_names.hpp"
 #include "distcrown/util/error.hpp"
 #include "distcrown/util/memory.hpp"
 #include "distcrown/util/tensor_values.hpp"
 
 namespace distcrown::cli {
 namespace {
-
-struct BoundsArgs {
-  std::string model;
-  std::string vnnlib;
-  std::string method = "crown";
-  std::string json;
-  std::string dtype = "float32";
-  std::string intermediate = "auto_lirpa";
-  int64_t crown_batch_size = 0;
-  std::string shard = "none";
-  bool spec_parallel = false;
-  std::string device = "cpu";
-  std::string backend = "auto";
-  int iterations = 20;
-  double lr = 0.5;
-};
 
 // Floats written exactly: %.9g round-trips float32, %.17g float64.
 std::string exact(double v, bool is_double) {
@@ -61,13 +50,18 @@ struct Loaded {
   std::string fingerprint;
 };
 
-Loaded load(const BoundsArgs& a) {
+Loaded load(const RunOptions& a) {
   ProblemInput in = load_problem_input(a.model, a.vnnlib);
   Loaded l{std::move(in.problem), {}};
-  const std::string options = a.method + "|" + a.dtype + "|" + a.intermediate + "|" +
-                              std::to_string(a.crown_batch_size) + "|" + a.shard + "|" +
-                              (a.spec_parallel ? "spec" : "nospec") + "|" + a.device + "|" +
-                              std::to_string(a.iterations) + "|" + exact(a.lr, true);
+  // Every option that changes the bounds; ranks compare it (collective::check_same_inputs).
+  std::string options;
+  for (std::string_view v :
+       {enum_name(a.method), enum_name(a.dtype), enum_name(a.intermediate), enum_name(a.shard),
+        enum_name(a.device), std::string_view(a.spec_parallel ? "spec" : "nospec")}) {
+    options += std::string(v) + "|";
+  }
+  options += std::to_string(a.bound.crown_batch_size) + "|" + std::to_string(a.alpha.iterations) +
+             "|" + exact(a.alpha.lr, true);
   l.fingerprint = collective::fingerprint(in.model_bytes) +
                   collective::fingerprint(in.property_text) + collective::fingerprint(options);
   return l;
@@ -93,9 +87,9 @@ std::vector<RankReport> gather_reports(collective::Communicator& comm, const Ran
   return all;
 }
 
-void print_table(const BoundsArgs& a, const std::vector<double>& lower,
+void print_table(const RunOptions& a, const std::vector<double>& lower,
                  const std::vector<double>& upper, bool dbl) {
-  std::printf("%s bounds of %zu outputs (%s)\n", a.method.c_str(), lower.size(),
+  std::printf("%s bounds of %zu outputs (%s)\n", to_string(a.method).c_str(), lower.size(),
               a.model.empty() ? kEmbeddedModelName : a.model.c_str());
   std::printf("%6s %16s %16s\n", "output", "lower", "upper");
   for (size_t i = 0; i < lower.size(); ++i) {
@@ -104,19 +98,19 @@ void print_table(const BoundsArgs& a, const std::vector<double>& lower,
   }
 }
 
-void write_json(const BoundsArgs& a, const std::vector<double>& lower,
+void write_json(const RunOptions& a, const std::vector<double>& lower,
                 const std::vector<double>& upper, double seconds, int world,
                 const std::vector<RankReport>& reports) {
   // Numbers go through the json library as doubles; float32 values are exact in a double and
   // nlohmann writes the shortest representation that round-trips.
   nlohmann::json j;
-  j["method"] = a.method;
+  j["method"] = to_string(a.method);
   j["lower"] = lower;
   j["upper"] = upper;
   j["time_s"] = seconds;
-  j["dtype"] = a.dtype;
+  j["dtype"] = std::string(enum_name(a.dtype));
   j["world_size"] = world;
-  j["shard"] = a.shard;
+  j["shard"] = std::string(enum_name(a.shard));
   j["spec_parallel"] = a.spec_parallel;
   int64_t max_base = 0;
   int64_t max_peak = 0;
@@ -135,27 +129,40 @@ void write_json(const BoundsArgs& a, const std::vector<double>& lower,
   j["memory"] = {{"baseline_bytes", max_base}, {"peak_bytes", max_peak}, {"ranks", ranks}};
   const collective::CommStats& c0 = reports.front().comm;
   j["comm"] = {{"calls", c0.calls}, {"bytes", c0.bytes}, {"time_s", c0.time_s}};
-  std::ofstream out(a.json);
-  if (!out) throw InvalidArgument("cannot write " + a.json);
+  std::ofstream out(a.result);
+  if (!out) throw InvalidArgument("cannot write " + a.result);
   out << j.dump(2) << "\n";
-  if (!out) throw InvalidArgument("error writing " + a.json);
+  if (!out) throw InvalidArgument("error writing " + a.result);
 }
 
-int run_bounds(const BoundsArgs& a) {
+// --timeout for bounds: checked between phases (load, shard, bound), inside run_agreed so that
+// every rank stops at the same phase.
+void check_deadline(const bab::Deadline& deadline, const char* phase) {
+  if (deadline.expired()) {
+    throw Error("timeout: " + exact(deadline.seconds(), true) + " s exceeded " + phase);
+  }
+}
+
+int run_bounds(const RunOptions& a) {
+  const bab::Deadline deadline(a.verify.timeout_s);
   c10::NoGradGuard no_grad;
-  const collective::CommPtr comm = make_world(a.backend, a.device);
-  const at::ScalarType dtype = a.dtype == "float64" ? at::kDouble : at::kFloat;
-  const at::Device device = a.device == "cuda" ? at::Device(at::kCUDA) : at::Device(at::kCPU);
-  BoundOptions options;
-  options.crown_batch_size = a.crown_batch_size;
-  options.scheme =
-      a.intermediate == "tight" ? IntermediateScheme::kTight : IntermediateScheme::kAutoLirpa;
-  const Method method = parse_method(a.method);
-  const sharding::ShardPlan plan = sharding::parse_shard_plan(a.shard);
+  at::set_num_threads(a.threads);
+  const collective::CommPtr comm =
+      make_world(std::string(enum_name(a.backend)), std::string(enum_name(a.device)));
+  const at::ScalarType dtype = a.dtype == Dtype::kFloat64 ? at::kDouble : at::kFloat;
+  const at::Device device =
+      a.device == Device::kCuda ? at::Device(at::kCUDA) : at::Device(at::kCPU);
+  BoundOptions options = a.bound;
+  // auto is auto_LiRPA's scheme for bounds (verify picks tight for input splitting).
+  options.scheme = a.intermediate == Intermediate::kTight ? IntermediateScheme::kTight
+                                                          : IntermediateScheme::kAutoLirpa;
+  const Method method = a.method;
+  const sharding::ShardPlan plan = a.shard;
   // Tensor parallelism (sharding/partitioner.hpp): `tp` keeps IBP bounds inside sharded zones.
   if (plan == sharding::ShardPlan::kTp) options.sharded_intermediate = ShardedIntermediate::kIbp;
   if (sharding::is_tensor_parallel(plan) && a.spec_parallel) {
-    throw InvalidArgument("--spec-parallel cannot be combined with --shard " + a.shard);
+    throw InvalidArgument("--spec-parallel cannot be combined with --shard " +
+                          std::string(enum_name(plan)));
   }
 
   // Load, check and shard on every rank; a failure anywhere stops every rank here.
@@ -165,6 +172,7 @@ int run_bounds(const BoundsArgs& a) {
     loaded.emplace(load(a));
     loaded->problem.graph.to_dtype(dtype);
     box = io::box_of(loaded->problem.property.cases.front(), loaded->problem.graph, dtype);
+    check_deadline(deadline, "while loading");
   });
   collective::check_same_inputs(*comm, loaded->fingerprint);
   BoundGraph& graph = loaded->problem.graph;
@@ -177,6 +185,7 @@ int run_bounds(const BoundsArgs& a) {
     }
     graph.to_device(device);
     box = {box.lower.to(device), box.upper.to(device)};
+    check_deadline(deadline, "while sharding");
   });
 
   // Tensor bytes on the device the bounds are computed on: the counting CPU allocator, or the CUDA
@@ -196,9 +205,10 @@ int run_bounds(const BoundsArgs& a) {
   try {
     if (method == Method::kAlphaCrown) {
       if (a.spec_parallel) throw UnsupportedError("--spec-parallel with alpha-crown");
-      AlphaOptions alpha;
-      alpha.iterations = a.iterations;
-      alpha.lr = a.lr;
+      AlphaOptions alpha = a.alpha;
+      // One process: stop optimising at the deadline (the check below then reports it). Across
+      // ranks each would stop at a different step and desynchronise their collectives.
+      if (comm->size() == 1) alpha.stop_at = deadline.stop_at();
       b = alpha_crown(graph, box, {}, alpha, options).bounds;
     } else {
       b = compute_bounds(graph, box, method, options, {}, a.spec_parallel ? comm : nullptr);
@@ -214,6 +224,7 @@ int run_bounds(const BoundsArgs& a) {
   mine.peak = device.is_cuda() ? memory::cuda_usage(cuda_index).peak_bytes : memory::peak_bytes();
   mine.comm = comm->stats();
   const std::vector<RankReport> reports = gather_reports(*comm, mine);
+  collective::run_agreed(*comm, [&] { check_deadline(deadline, "while bounding"); });
   if (comm->rank() != 0) return 0;
 
   if (!tp_plan.empty()) std::printf("%s", tp_plan.c_str());
@@ -228,56 +239,17 @@ int run_bounds(const BoundsArgs& a) {
   }
   std::printf(
       "time %.4f s, %d rank(s), shard %s%s, memory per rank: baseline %.2f MB, peak %.2f MB\n",
-      seconds, comm->size(), a.shard.c_str(), a.spec_parallel ? " + spec-parallel" : "",
-      double(max_base) / 1e6, double(max_peak) / 1e6);
-  if (!a.json.empty()) write_json(a, lower, upper, seconds, comm->size(), reports);
+      seconds, comm->size(), std::string(enum_name(a.shard)).c_str(),
+      a.spec_parallel ? " + spec-parallel" : "", double(max_base) / 1e6, double(max_peak) / 1e6);
+  if (!a.result.empty()) write_json(a, lower, upper, seconds, comm->size(), reports);
   return 0;
 }
 
 }  // namespace
 
 Action add_bounds_command(CLI::App& app) {
-  auto args = std::make_shared<BoundsArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "bounds", "Bound the network's outputs over the property's first input box");
-  add_problem_options(*cmd, args->model, args->vnnlib);
-  cmd->add_option("--method", args->method, "ibp, crown or alpha-crown")
-      ->check(CLI::IsMember({"ibp", "crown", "alpha-crown"}))
-      ->capture_default_str();
-  cmd->add_option("--iterations", args->iterations, "alpha-crown: optimisation steps")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  cmd->add_option("--lr", args->lr, "alpha-crown: Adam learning rate for the slopes")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  cmd->add_option("--json", args->json, "write the bounds as JSON to this file");
-  cmd->add_option("--crown-batch-size", args->crown_batch_size,
-                  "bound at most N intermediate neurons per backward pass (0 = all)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_option("--dtype", args->dtype, "float32 or float64")
-      ->check(CLI::IsMember({"float32", "float64"}))
-      ->capture_default_str();
-  cmd->add_option("--intermediate", args->intermediate,
-                  "intermediate bounds: auto_lirpa (default, matches auto_LiRPA) or tight "
-                  "(CROWN for every neuron, intersected with IBP)")
-      ->check(CLI::IsMember({"auto_lirpa", "tight"}))
-      ->capture_default_str();
-  cmd->add_option("--shard", args->shard,
-                  "sharding over the ranks: none, fsdp, tp (tensor parallel, IBP inside zones) "
-                  "or tp-exact (tensor parallel, CROWN inside zones)")
-      ->check(CLI::IsMember({"none", "fsdp", "tp", "tp-exact"}))
-      ->capture_default_str();
-  cmd->add_flag("--spec-parallel", args->spec_parallel,
-                "split the rows of every backward pass across the ranks");
-  cmd->add_option("--device", args->device, "cpu or cuda")
-      ->check(CLI::IsMember({"cpu", "cuda"}))
-      ->capture_default_str();
-  cmd->add_option("--backend", args->backend,
-                  "auto (MPI under mpirun, NCCL with --device cuda), local, mpi or nccl")
-      ->check(CLI::IsMember({"auto", "local", "mpi", "nccl"}))
-      ->capture_default_str();
-  return [args] { return run_bounds(*args); };
+  return add_command(app, Command::kBounds,
+                     "Bound the network's outputs over the property's first input box", run_bounds);
 }
 
 }  // namespace distcrown::cli

@@ -9,7 +9,11 @@ namespace distcrown::cli {
 
 using Action = std::function<int()>;
 
-/// `distcrown bounds --model M.onnx --vnnlib S.vnnlib --method {ibp,crown} [--json OUT.json]`
+// Both register every option of the one table (cli/options.hpp); the action first refuses an
+// option that does not apply to its command.
+
+/// `distcrown bounds --model M.onnx --vnnlib S.vnnlib --method {ibp,crown,alpha-crown}
+/// [--result OUT.json]`
 Action add_bounds_command(CLI::App& app);
 
 /// `distcrown verify --model M.onnx --vnnlib S.vnnlib [--timeout S] [--result OUT.txt]`

@@ -1,14 +1,50 @@
-// The distcrown executable: thin over the library. Every library error becomes one line on stderr
-// and exit code 1; usage errors exit 2.
+// The distcrown executable: thin over the library. Every error — a usage error from CLI11, a
+// --config file, or the library — is one line "distcrown: error: ..." on stderr and exit code 1
+// (--help prints the help and exits 0). `verify --result F` writes `error` to F on any failure,
+// even when the options could not be parsed.
+#include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include <c10/util/Exception.h>
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/options.hpp"
 #include "distcrown/collective/agreement.hpp"
 #include "distcrown/util/error.hpp"
 #include "distcrown/util/memory.hpp"
+
+namespace {
+
+// Under mpirun every rank parses the same arguments; only rank 0 reports a usage error.
+bool printing_process() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK"}) {
+    if (const char* v = std::getenv(name)) return std::atoi(v) == 0;
+  }
+  return true;
+}
+
+void report(const std::string& message) {
+  std::string line = message;
+  // Some messages (CLI11's, LibTorch's) span lines; the contract is one line.
+  while (!line.empty() && (line.back() == '\n' || line.back() == ' ')) line.pop_back();
+  for (char& c : line) c = c == '\n' ? ' ' : c;
+  std::cerr << "distcrown: error: " << line << "\n";
+}
+
+// The VNN-COMP contract: a result file exists whenever verify was asked for one.
+void write_error_result(const std::vector<std::string>& args) {
+  if (distcrown::cli::scan_command(args) != distcrown::cli::Command::kVerify) return;
+  const std::string path = distcrown::cli::scan_result(args);
+  if (path.empty()) return;
+  std::ofstream out(path);
+  out << "error\n";  // a failure here leaves the original error as the one to report
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   distcrown::memory::install_counting_allocator();
@@ -16,25 +52,31 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   distcrown::cli::Action bounds = distcrown::cli::add_bounds_command(app);
   distcrown::cli::Action verify = distcrown::cli::add_verify_command(app);
+  std::vector<std::string> args(argv + 1, argv + argc);
   try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);  // prints help, or the usage error
-    return rc == 0 ? 0 : 2;
-  }
-  try {
+    args = distcrown::cli::expand_config(args);
+    // CLI11 wants them last first.
+    std::vector<std::string> reversed(args.rbegin(), args.rend());
+    app.name(argc > 0 ? argv[0] : "distcrown");
+    app.parse(reversed);
     if (app.got_subcommand("bounds")) return bounds();
     if (app.got_subcommand("verify")) return verify();
-    return 2;
+    throw distcrown::InvalidArgument("no command (bounds or verify)");
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    if (printing_process()) report(e.what());
+  } catch (const distcrown::cli::UsageError& e) {
+    if (printing_process()) report(e.what());
   } catch (const distcrown::collective::WorldError& e) {
     // Every rank has this error; rank 0 (the only one that prints) reports it once.
-    if (e.printing_rank()) std::cerr << "distcrown: error: " << e.what() << "\n";
+    if (e.printing_rank()) report(e.what());
   } catch (const distcrown::Error& e) {
-    std::cerr << "distcrown: error: " << e.what() << "\n";
+    report(e.what());
   } catch (const c10::Error& e) {
-    std::cerr << "distcrown: error: " << e.what_without_backtrace() << "\n";
+    report(e.what_without_backtrace());
   } catch (const std::exception& e) {
-    std::cerr << "distcrown: error: " << e.what() << "\n";
+    report(e.what());
   }
+  write_error_result(args);
   return 1;
 }

@@ -20,13 +20,6 @@ std::string read_file(const std::string& path) {
 
 }  // namespace
 
-void add_problem_options(CLI::App& cmd, std::string& model, std::string& vnnlib) {
-  cmd.add_option("--model", model, "ONNX model (default: the embedded digits MLP)")
-      ->check(CLI::ExistingFile);
-  cmd.add_option("--vnnlib", vnnlib, "VNNLIB property (default: the embedded one)")
-      ->check(CLI::ExistingFile);
-}
-
 ProblemInput load_problem_input(const std::string& model, const std::string& vnnlib) {
   if (model.empty() != vnnlib.empty()) {
     throw InvalidArgument("give both --model and --vnnlib, or neither for the embedded default");

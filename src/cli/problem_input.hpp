@@ -3,8 +3,6 @@
 // neither is given. Keeps the raw bytes for fingerprints.
 #include <string>
 
-#include <CLI/CLI.hpp>
-
 #include "distcrown/io/problem.hpp"
 
 namespace distcrown::cli {
@@ -17,8 +15,5 @@ struct ProblemInput {
 
 /// Loads and checks (io::check_fits) the pair; both paths empty = the embedded default.
 ProblemInput load_problem_input(const std::string& model, const std::string& vnnlib);
-
-/// The --model and --vnnlib options of a command that reads a problem.
-void add_problem_options(CLI::App& cmd, std::string& model, std::string& vnnlib);
 
 }  // namespace distcrown::cli

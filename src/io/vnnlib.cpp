@@ -4,6 +4,7 @@
 #include "distcrown/io/vnnlib.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -17,6 +18,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "distcrown/util/enum_names.hpp"
 #include "distcrown/util/error.hpp"
 
 namespace distcrown::io {
@@ -38,6 +40,13 @@ std::string pos_str(Pos p) { return std::to_string(p.line) + ":" + std::to_strin
 // Tokenizer
 
 enum class TokKind { kLParen, kRParen, kAtom, kEof };
+
+// How messages name a token of each kind (an atom is shown by its text instead).
+constexpr auto enum_table(TokKind) {
+  using P = std::pair<TokKind, std::string_view>;
+  return std::array{P{TokKind::kLParen, "'('"}, P{TokKind::kRParen, "')'"},
+                    P{TokKind::kAtom, "atom"}, P{TokKind::kEof, "end of file"}};
+}
 
 struct Token {
   TokKind kind = TokKind::kEof;
@@ -252,16 +261,7 @@ class Parser {
   }
 
   static std::string describe(const Token& t) {
-    switch (t.kind) {
-      case TokKind::kLParen:
-        return "'('";
-      case TokKind::kRParen:
-        return "')'";
-      case TokKind::kEof:
-        return "end of file";
-      case TokKind::kAtom:
-        break;
-    }
+    if (t.kind != TokKind::kAtom) return std::string(enum_name(t.kind));
     constexpr size_t kMaxShown = 40;
     if (t.text.size() > kMaxShown) return "'" + std::string(t.text.substr(0, kMaxShown)) + "...'";
     return "'" + std::string(t.text) + "'";

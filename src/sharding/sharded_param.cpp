@@ -4,6 +4,7 @@
 #include <c10/core/GradMode.h>
 
 #include "distcrown/sharding/partitioner.hpp"
+#include "distcrown/util/enum_names.hpp"
 #include "distcrown/util/error.hpp"
 
 namespace distcrown::sharding {
@@ -39,26 +40,10 @@ void ShardedParam::to_dtype(at::ScalarType dtype) {
 void ShardedParam::to_device(const at::Device& device) { shard_ = shard_.to(device); }
 
 ShardPlan parse_shard_plan(const std::string& name) {
-  if (name == "none") return ShardPlan::kNone;
-  if (name == "fsdp") return ShardPlan::kFsdp;
-  if (name == "tp") return ShardPlan::kTp;
-  if (name == "tp-exact") return ShardPlan::kTpExact;
-  throw InvalidArgument("unknown shard plan '" + name + "' (expected none, fsdp, tp or tp-exact)");
+  return parse_enum<ShardPlan>(name, "shard plan");
 }
 
-std::string to_string(ShardPlan plan) {
-  switch (plan) {
-    case ShardPlan::kFsdp:
-      return "fsdp";
-    case ShardPlan::kTp:
-      return "tp";
-    case ShardPlan::kTpExact:
-      return "tp-exact";
-    case ShardPlan::kNone:
-      break;
-  }
-  return "none";
-}
+std::string to_string(ShardPlan plan) { return std::string(enum_name(plan)); }
 
 void shard_graph(BoundGraph& graph, ShardPlan plan, const CommPtr& comm) {
   if (plan == ShardPlan::kNone) return;

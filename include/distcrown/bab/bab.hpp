@@ -1,16 +1,25 @@
 #pragma once
 // Branch and bound over one objective (a VNNLIB disjunct): common options, results and the
 // deadline / progress helpers shared by ReLU splitting (β-CROWN) and input splitting.
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include "distcrown/bab/attack.hpp"
 
 namespace distcrown::bab {
 
 enum class Branching { kBabsr, kFsb };
+
+/// Names of the branching heuristics (util/enum_names.hpp), as --branching takes them.
+constexpr auto enum_table(Branching) {
+  using P = std::pair<Branching, std::string_view>;
+  return std::array{P{Branching::kBabsr, "babsr"}, P{Branching::kFsb, "fsb"}};
+}
 
 struct BabOptions {
   /// Domains taken from the queue per round; their 2·batch children are bounded in one call.

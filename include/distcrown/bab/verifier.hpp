@@ -3,8 +3,11 @@
 // every disjunct at once, then branch and bound on each disjunct still open — input splitting for
 // networks with few inputs, β-CROWN ReLU splitting otherwise. "unsat" only when every disjunct of
 // every box is proved; "sat" only with a counterexample that passed the concrete check.
+#include <array>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include "distcrown/bab/attack.hpp"
 #include "distcrown/bab/bab.hpp"
@@ -15,9 +18,25 @@
 namespace distcrown::bab {
 
 enum class Verdict { kSat, kUnsat, kTimeout, kUnknown };
+
+/// Names (util/enum_names.hpp): the VNN-COMP result words.
+constexpr auto enum_table(Verdict) {
+  using P = std::pair<Verdict, std::string_view>;
+  return std::array{P{Verdict::kSat, "sat"}, P{Verdict::kUnsat, "unsat"},
+                    P{Verdict::kTimeout, "timeout"}, P{Verdict::kUnknown, "unknown"}};
+}
+
+/// Thin wrapper over enum_name.
 std::string to_string(Verdict v);
 
 enum class SplitMode { kAuto, kInput, kRelu };
+
+/// Names of the split modes, as --split takes them.
+constexpr auto enum_table(SplitMode) {
+  using P = std::pair<SplitMode, std::string_view>;
+  return std::array{P{SplitMode::kAuto, "auto"}, P{SplitMode::kInput, "input"},
+                    P{SplitMode::kRelu, "relu"}};
+}
 
 struct VerifyOptions {
   double timeout_s = 300;  // 0 = none

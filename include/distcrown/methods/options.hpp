@@ -1,10 +1,25 @@
 #pragma once
+#include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <utility>
 
 namespace distcrown {
 
 enum class Method { kIbp, kCrown, kAlphaCrown };
+
+/// Names of the methods (util/enum_names.hpp): canonical first, then auto_LiRPA's spellings.
+constexpr auto enum_table(Method) {
+  using P = std::pair<Method, std::string_view>;
+  return std::array{P{Method::kIbp, "ibp"},
+                    P{Method::kCrown, "crown"},
+                    P{Method::kAlphaCrown, "alpha-crown"},
+                    P{Method::kIbp, "IBP"},
+                    P{Method::kCrown, "CROWN"},
+                    P{Method::kAlphaCrown, "alpha_crown"},
+                    P{Method::kAlphaCrown, "CROWN-Optimized"}};
+}
 
 /// How CROWN obtains the pre-activation (intermediate) bounds that the ReLU relaxations need.
 enum class IntermediateScheme {
@@ -16,6 +31,12 @@ enum class IntermediateScheme {
   /// bounds intersected with IBP too): never looser than either, costs a full backward per layer.
   kTight,
 };
+
+constexpr auto enum_table(IntermediateScheme) {
+  using P = std::pair<IntermediateScheme, std::string_view>;
+  return std::array{P{IntermediateScheme::kAutoLirpa, "auto_lirpa"},
+                    P{IntermediateScheme::kTight, "tight"}};
+}
 
 /// How CROWN bounds the pre-activation neurons of a tensor-parallel layer (a node whose output is
 /// sharded over ranks, BoundNode::output_shard()).
@@ -43,6 +64,7 @@ struct BoundOptions {
   ShardedIntermediate sharded_intermediate = ShardedIntermediate::kCrown;
 };
 
+/// Thin wrappers over parse_enum / enum_name (util/enum_names.hpp).
 Method parse_method(const std::string& name);
 std::string to_string(Method m);
 

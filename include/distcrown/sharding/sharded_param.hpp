@@ -4,6 +4,10 @@
 // buffer (no autograd record, no extra copy) and the caller frees it by dropping the tensor, right
 // after the operator used it. The values are bit-for-bit the original ones, so every bound
 // computed through them is bitwise identical to P = 1.
+#include <array>
+#include <string_view>
+#include <utility>
+
 #include "distcrown/collective/communicator.hpp"
 #include "distcrown/graph/bound_graph.hpp"
 #include "distcrown/graph/param.hpp"
@@ -32,6 +36,13 @@ class ShardedParam final : public ParamRef {
 /// Sharding plans a loaded graph can be rewritten for. kTp and kTpExact rewrite the graph the same
 /// way (sharding/partitioner.hpp); they differ in how CROWN bounds neurons inside sharded zones.
 enum class ShardPlan { kNone, kFsdp, kTp, kTpExact };
+
+/// Names of the plans (util/enum_names.hpp), as --shard takes them.
+constexpr auto enum_table(ShardPlan) {
+  using P = std::pair<ShardPlan, std::string_view>;
+  return std::array{P{ShardPlan::kNone, "none"}, P{ShardPlan::kFsdp, "fsdp"},
+                    P{ShardPlan::kTp, "tp"}, P{ShardPlan::kTpExact, "tp-exact"}};
+}
 
 /// True for kTp and kTpExact.
 inline bool is_tensor_parallel(ShardPlan plan) {

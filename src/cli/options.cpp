@@ -1,0 +1,253 @@
+#include "cli/options.hpp"
+
+#include <functional>
+#include <memory>
+#include <type_traits>
+
+#include <yaml-cpp/yaml.h>
+
+#include "distcrown/util/enum_names.hpp"
+#include "distcrown/util/error.hpp"
+
+namespace distcrown::cli {
+namespace {
+
+/// The commands an option applies to.
+enum class Applies { kBoth, kBounds, kVerify };
+
+/// Adds the option "--name" bound to its field of RunOptions.
+using Binder = std::function<CLI::Option*(CLI::App&, RunOptions&, const std::string& flag,
+                                          const std::string& help)>;
+
+struct OptionSpec {
+  std::string_view name;  // long name without the dashes; also the YAML key
+  Applies applies;
+  std::string_view help;
+  Binder bind;
+};
+
+// One binder for every field type: a bool is a flag, an enum takes the names of its table
+// (util/enum_names.hpp), anything else is a value shown with its default.
+template <class Get>
+Binder field(Get get, const std::optional<CLI::Validator>& check = std::nullopt) {
+  return [get, check](CLI::App& app, RunOptions& run, const std::string& flag,
+                      const std::string& help) -> CLI::Option* {
+    auto& value = get(run);
+    using T = std::remove_reference_t<decltype(value)>;
+    CLI::Option* opt = nullptr;
+    if constexpr (std::is_same_v<T, bool>) {
+      opt = app.add_flag(flag, value, help);
+    } else if constexpr (std::is_enum_v<T>) {
+      std::string names;
+      for (std::string_view n : enum_names<T>()) {
+        names += (names.empty() ? "" : "|") + std::string(n);
+      }
+      opt = app.add_option_function<std::string>(
+                   flag,
+                   [&value, flag](const std::string& s) {
+                     try {
+                       value = parse_enum<T>(s, "value");
+                     } catch (const InvalidArgument& e) {
+                       // A usage error like CLI11's own ("--method: unknown value ...").
+                       throw CLI::ValidationError(flag, e.what());
+                     }
+                   },
+                   help)
+                ->type_name(names)
+                ->default_str(std::string(enum_name(value)));
+    } else {
+      opt = app.add_option(flag, value, help)->capture_default_str();
+    }
+    if (check) opt->check(*check);
+    return opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  };
+}
+
+// The table. Defaults are those of the fields (RunOptions and the library's option structs).
+const std::vector<OptionSpec>& table() {
+  static const std::vector<OptionSpec> specs = {
+      {"model", Applies::kBoth, "ONNX model (default: the embedded digits MLP)",
+       field(
+           [](RunOptions & r) -> auto& { return r.model; }, CLI::ExistingFile)},
+      {"vnnlib", Applies::kBoth, "VNNLIB property (default: the embedded one)",
+       field(
+           [](RunOptions & r) -> auto& { return r.vnnlib; }, CLI::ExistingFile)},
+      {"result", Applies::kBoth,
+       "bounds: write the bounds as JSON here; verify: write the VNN-COMP result here (`error` "
+       "on any failure)",
+       field([](RunOptions & r) -> auto& { return r.result; })},
+      {"method", Applies::kBounds, "bounding method",
+       field([](RunOptions & r) -> auto& { return r.method; })},
+      {"iterations", Applies::kBoth,
+       "alpha-CROWN optimisation steps (bounds: --method alpha-crown; verify: at the root)",
+       field(
+           [](RunOptions & r) -> auto& { return r.alpha.iterations; }, CLI::PositiveNumber)},
+      {"lr", Applies::kBoth, "alpha-CROWN: Adam learning rate for the slopes",
+       field(
+           [](RunOptions & r) -> auto& { return r.alpha.lr; }, CLI::PositiveNumber)},
+      {"intermediate", Applies::kBoth,
+       "intermediate bounds: auto (tight when verify splits the inputs, else auto_lirpa), "
+       "auto_lirpa (matches auto_LiRPA) or tight (CROWN for every neuron, intersected with IBP)",
+       field([](RunOptions & r) -> auto& { return r.intermediate; })},
+      {"crown-batch-size", Applies::kBoth,
+       "bound at most N intermediate neurons per backward pass (0 = all)",
+       field(
+           [](RunOptions & r) -> auto& { return r.bound.crown_batch_size; },
+           CLI::NonNegativeNumber)},
+      {"dtype", Applies::kBoth, "floating-point type of the bounds and forward passes",
+       field([](RunOptions & r) -> auto& { return r.dtype; })},
+      {"device", Applies::kBoth, "where the bounds are computed",
+       field([](RunOptions & r) -> auto& { return r.device; })},
+      {"threads", Applies::kBoth, "intra-op (OpenMP) threads",
+       field(
+           [](RunOptions & r) -> auto& { return r.threads; }, CLI::PositiveNumber)},
+      {"timeout", Applies::kBoth,
+       "seconds (0 = none); bounds: starts no new phase after it and fails",
+       field(
+           [](RunOptions & r) -> auto& { return r.verify.timeout_s; }, CLI::NonNegativeNumber)},
+      {"shard", Applies::kBounds,
+       "sharding over the ranks: none, fsdp, tp (tensor parallel, IBP inside zones) or "
+       "tp-exact (tensor parallel, CROWN inside zones)",
+       field([](RunOptions & r) -> auto& { return r.shard; })},
+      {"spec-parallel", Applies::kBounds, "split the rows of every backward pass across the ranks",
+       field([](RunOptions & r) -> auto& { return r.spec_parallel; })},
+      {"backend", Applies::kBounds, "auto (MPI under mpirun, NCCL with --device cuda)",
+       field([](RunOptions & r) -> auto& { return r.backend; })},
+      {"bab-batch-size", Applies::kVerify, "domains split per branch-and-bound round",
+       field(
+           [](RunOptions & r) -> auto& { return r.verify.bab.batch; }, CLI::PositiveNumber)},
+      {"bab-iterations", Applies::kVerify,
+       "alpha/beta optimisation steps per branch-and-bound round",
+       field(
+           [](RunOptions & r) -> auto& { return r.verify.bab.iterations; }, CLI::PositiveNumber)},
+      {"branching", Applies::kVerify, "ReLU branching heuristic",
+       field([](RunOptions & r) -> auto& { return r.verify.bab.branching; })},
+      {"split", Applies::kVerify,
+       "auto (input splitting for <= 16 inputs, else ReLU splitting), input or relu",
+       field([](RunOptions & r) -> auto& { return r.verify.split; })},
+      {"deterministic", Applies::kVerify,
+       "fixed batches, no early exits: the same work on every run",
+       field([](RunOptions & r) -> auto& { return r.verify.bab.deterministic; })},
+      {"max-rounds", Applies::kVerify, "stop branch and bound after N rounds (0 = no limit)",
+       field(
+           [](RunOptions & r) -> auto& { return r.verify.bab.max_rounds; },
+           CLI::NonNegativeNumber)},
+      {"seed", Applies::kVerify, "attack seed",
+       field([](RunOptions & r) -> auto& { return r.verify.bab.attack.seed; })},
+      {"quiet", Applies::kVerify, "no progress lines on stderr",
+       field([](RunOptions & r) -> auto& { return r.quiet; })},
+  };
+  return specs;
+}
+
+const OptionSpec* find_spec(std::string_view name) {
+  for (const OptionSpec& s : table()) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+bool applies_to(Applies a, Command c) {
+  return a == Applies::kBoth || (a == Applies::kBounds) == (c == Command::kBounds);
+}
+
+std::string only_text(Applies a) { return a == Applies::kBounds ? "bounds only" : "verify only"; }
+
+}  // namespace
+
+std::function<int()> add_command(CLI::App& app, Command command, const std::string& description,
+                                 std::function<int(const RunOptions&)> run) {
+  auto options = std::make_shared<RunOptions>();  // outlives parsing: the options bind to it
+  CLI::App* cmd = app.add_subcommand(std::string(enum_name(command)), description);
+  add_options(*cmd, *options);
+  return [options, cmd, command, run = std::move(run)] {
+    check_applies(*cmd, command);
+    return run(*options);
+  };
+}
+
+void add_options(CLI::App& cmd, RunOptions& run) {
+  for (const OptionSpec& s : table()) {
+    const std::string help = std::string(s.help) +
+                             (s.applies == Applies::kBoth ? "" : " [" + only_text(s.applies) + "]");
+    s.bind(cmd, run, "--" + std::string(s.name), help);
+  }
+  // Read before parsing (expand_config); registered so that it is accepted and documented.
+  cmd.add_option("--config", run.config,
+                 "YAML file of options (keys: the long names without dashes); the command line "
+                 "overrides it");
+}
+
+void check_applies(const CLI::App& cmd, Command command) {
+  for (const OptionSpec& s : table()) {
+    const std::string flag = "--" + std::string(s.name);
+    if (!applies_to(s.applies, command) && cmd.get_option(flag)->count() > 0) {
+      throw UsageError(flag + " applies to " + only_text(s.applies));
+    }
+  }
+}
+
+std::optional<Command> scan_command(const std::vector<std::string>& args) {
+  for (const std::string& a : args) {
+    if (a.rfind('-', 0) == 0) continue;
+    for (const auto& [c, name] : enum_table(Command{})) {
+      if (a == name) return c;
+    }
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+std::string scan_result(const std::vector<std::string>& args) {
+  std::string result;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--result" && i + 1 < args.size()) result = args[i + 1];
+    if (args[i].rfind("--result=", 0) == 0) result = args[i].substr(9);
+  }
+  return result;
+}
+
+std::vector<std::string> expand_config(const std::vector<std::string>& args) {
+  const std::optional<Command> command = scan_command(args);
+  if (!command) return args;
+  size_t sub = 0;
+  while (args[sub] != enum_name(*command)) ++sub;
+  std::string path;
+  for (size_t i = sub + 1; i < args.size(); ++i) {
+    if (args[i] == "--config" && i + 1 < args.size()) path = args[i + 1];
+    if (args[i].rfind("--config=", 0) == 0) path = args[i].substr(9);
+  }
+  if (path.empty()) return args;
+
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    throw UsageError("--config " + path + ": cannot open");
+  } catch (const YAML::Exception& e) {
+    throw UsageError("--config " + path + ": " + e.what());
+  }
+  std::vector<std::string> config_args;
+  if (root.IsNull()) return args;  // an empty file sets nothing
+  if (!root.IsMap()) throw UsageError("--config " + path + ": expected a map of options");
+  for (const auto& kv : root) {
+    const std::string key = kv.first.as<std::string>();
+    const OptionSpec* spec = find_spec(key);
+    if (spec == nullptr) {
+      throw UsageError("--config " + path + ": unknown key '" + key + "'");
+    }
+    if (!applies_to(spec->applies, *command)) {
+      throw UsageError("--config " + path + ": " + key + " applies to " + only_text(spec->applies));
+    }
+    if (!kv.second.IsScalar()) {
+      throw UsageError("--config " + path + ": " + key + ": expected a single value");
+    }
+    config_args.push_back("--" + key + "=" + kv.second.as<std::string>());
+  }
+  std::vector<std::string> out(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(sub) + 1);
+  out.insert(out.end(), config_args.begin(), config_args.end());
+  out.insert(out.end(), args.begin() + static_cast<std::ptrdiff_t>(sub) + 1, args.end());
+  return out;
+}
+
+}  // namespace distcrown::cli
