@@ -4,7 +4,6 @@
 // report.
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -32,6 +31,7 @@
 #include "distcrown/util/enum_names.hpp"
 #include "distcrown/util/error.hpp"
 #include "distcrown/util/memory.hpp"
+#include "distcrown/util/output_file.hpp"
 #include "distcrown/util/tensor_values.hpp"
 
 namespace distcrown::cli {
@@ -129,10 +129,7 @@ void write_json(const RunOptions& a, const std::vector<double>& lower,
   j["memory"] = {{"baseline_bytes", max_base}, {"peak_bytes", max_peak}, {"ranks", ranks}};
   const collective::CommStats& c0 = reports.front().comm;
   j["comm"] = {{"calls", c0.calls}, {"bytes", c0.bytes}, {"time_s", c0.time_s}};
-  std::ofstream out(a.result);
-  if (!out) throw InvalidArgument("cannot write " + a.result);
-  out << j.dump(2) << "\n";
-  if (!out) throw InvalidArgument("error writing " + a.result);
+  write_output_file(a.result, j.dump(2) + "\n");
 }
 
 // --timeout for bounds: checked between phases (load, shard, bound), inside run_agreed so that
@@ -145,6 +142,7 @@ void check_deadline(const bab::Deadline& deadline, const char* phase) {
 
 int run_bounds(const RunOptions& a) {
   const bab::Deadline deadline(a.verify.timeout_s);
+  require_usable_device(a.device);
   c10::NoGradGuard no_grad;
   at::set_num_threads(a.threads);
   const collective::CommPtr comm =

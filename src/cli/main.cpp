@@ -3,7 +3,6 @@
 // (--help prints the help and exits 0). `verify --result F` writes `error` to F on any failure,
 // even when the options could not be parsed.
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -16,6 +15,7 @@
 #include "distcrown/collective/agreement.hpp"
 #include "distcrown/util/error.hpp"
 #include "distcrown/util/memory.hpp"
+#include "distcrown/util/output_file.hpp"
 
 namespace {
 
@@ -40,8 +40,11 @@ void write_error_result(const std::vector<std::string>& args) {
   if (distcrown::cli::scan_command(args) != distcrown::cli::Command::kVerify) return;
   const std::string path = distcrown::cli::scan_result(args);
   if (path.empty()) return;
-  std::ofstream out(path);
-  out << "error\n";  // a failure here leaves the original error as the one to report
+  try {
+    distcrown::write_output_file(path, "error\n");
+  } catch (const distcrown::Error& e) {
+    report(e.what());  // after the error that caused it
+  }
 }
 
 }  // namespace

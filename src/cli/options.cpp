@@ -1,9 +1,11 @@
 #include "cli/options.hpp"
 
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <type_traits>
 
+#include <ATen/Context.h>
 #include <yaml-cpp/yaml.h>
 
 #include "distcrown/util/enum_names.hpp"
@@ -25,6 +27,25 @@ struct OptionSpec {
   std::string_view help;
   Binder bind;
 };
+
+// A number that is finite and >= 0 (> 0 when `positive`): CLI11's NonNegativeNumber and
+// PositiveNumber let NaN through (every comparison with NaN is false).
+CLI::Validator finite_number(bool positive) {
+  return CLI::Validator(
+      [positive](std::string& text) -> std::string {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(text, v) || !std::isfinite(v) || v < 0 ||
+            (positive && v == 0)) {
+          return "must be a finite number " + std::string(positive ? "> 0" : ">= 0") + ", got " +
+                 text;
+        }
+        return {};
+      },
+      positive ? "FINITE > 0" : "FINITE >= 0");
+}
+
+// Intra-op threads: more than this is refused (a value such as 100000 made LibTorch hang).
+constexpr int kMaxThreads = 256;
 
 // One binder for every field type: a bool is a flag, an enum takes the names of its table
 // (util/enum_names.hpp), anything else is a value shown with its default.
@@ -75,7 +96,11 @@ const std::vector<OptionSpec>& table() {
       {"result", Applies::kBoth,
        "bounds: write the bounds as JSON here; verify: write the VNN-COMP result here (`error` "
        "on any failure)",
-       field([](RunOptions & r) -> auto& { return r.result; })},
+       field(
+           [](RunOptions & r) -> auto& { return r.result; },
+           CLI::Validator(
+               [](std::string& path) { return path.empty() ? std::string("empty path") : ""; },
+               "FILE"))},
       {"method", Applies::kBounds, "bounding method",
        field([](RunOptions & r) -> auto& { return r.method; })},
       {"iterations", Applies::kBoth,
@@ -84,7 +109,7 @@ const std::vector<OptionSpec>& table() {
            [](RunOptions & r) -> auto& { return r.alpha.iterations; }, CLI::PositiveNumber)},
       {"lr", Applies::kBoth, "alpha-CROWN: Adam learning rate for the slopes",
        field(
-           [](RunOptions & r) -> auto& { return r.alpha.lr; }, CLI::PositiveNumber)},
+           [](RunOptions & r) -> auto& { return r.alpha.lr; }, finite_number(true))},
       {"intermediate", Applies::kBoth,
        "intermediate bounds: auto (tight when verify splits the inputs, else auto_lirpa), "
        "auto_lirpa (matches auto_LiRPA) or tight (CROWN for every neuron, intersected with IBP)",
@@ -100,11 +125,11 @@ const std::vector<OptionSpec>& table() {
        field([](RunOptions & r) -> auto& { return r.device; })},
       {"threads", Applies::kBoth, "intra-op (OpenMP) threads",
        field(
-           [](RunOptions & r) -> auto& { return r.threads; }, CLI::PositiveNumber)},
+           [](RunOptions & r) -> auto& { return r.threads; }, CLI::Range(1, kMaxThreads))},
       {"timeout", Applies::kBoth,
        "seconds (0 = none); bounds: starts no new phase after it and fails",
        field(
-           [](RunOptions & r) -> auto& { return r.verify.timeout_s; }, CLI::NonNegativeNumber)},
+           [](RunOptions & r) -> auto& { return r.verify.timeout_s; }, finite_number(false))},
       {"shard", Applies::kBounds,
        "sharding over the ranks: none, fsdp, tp (tensor parallel, IBP inside zones) or "
        "tp-exact (tensor parallel, CROWN inside zones)",
@@ -248,6 +273,12 @@ std::vector<std::string> expand_config(const std::vector<std::string>& args) {
   out.insert(out.end(), config_args.begin(), config_args.end());
   out.insert(out.end(), args.begin() + static_cast<std::ptrdiff_t>(sub) + 1, args.end());
   return out;
+}
+
+void require_usable_device(Device device) {
+  if (device == Device::kCuda && (!at::hasCUDA() || at::getNumGPUs() == 0)) {
+    throw UsageError("--device cuda: no CUDA device is usable here");
+  }
 }
 
 }  // namespace distcrown::cli

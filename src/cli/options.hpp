@@ -88,6 +88,10 @@ struct RunOptions {
   bool quiet = false;
 };
 
+/// Throws (one line) when `device` is cuda and no CUDA device is usable in this process; the same
+/// on every rank of a job, so reported once.
+void require_usable_device(Device device);
+
 /// Adds the subcommand `command` with every option of the table; the action it returns refuses
 /// options that do not apply (check_applies), then calls `run` with the parsed options.
 std::function<int()> add_command(CLI::App& app, Command command, const std::string& description,
