@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -147,6 +148,9 @@ struct OpCase {
   std::string name;
   Build build;  // deterministic in the generator's seed: called twice for the FSDP copy
 };
+
+// gtest prints a failing case's parameter: its name, not its bytes.
+[[maybe_unused]] void PrintTo(const OpCase& c, std::ostream* os) { *os << c.name; }
 
 // One line per operator (or configuration of one).
 const std::vector<OpCase>& op_cases() {
