@@ -106,7 +106,8 @@ class Net {
     const std::vector<int64_t> s(shape(x).begin() + 1, shape(x).end());
     return nonzero ? rng_.signed_scale(s) : rng_.normal(s);
   }
-  BoundGraph finish(int output) && { return std::move(b_).finish(output); }
+  // Ends the builder (one call per Net); `output` may be computed in the same expression.
+  BoundGraph finish(int output) { return std::move(b_).finish(output); }
 
  private:
   GraphBuilder b_;
@@ -121,14 +122,14 @@ using Build = std::function<BoundGraph(Rng&)>;
 BoundGraph sandwich(Rng& rng, const std::function<int(Net&, int)>& op) {
   Net n({1, 6}, rng);
   const int h = op(n, n.linear(n.input(), 8));
-  return std::move(n).finish(n.linear(h, 4));
+  return n.finish(n.linear(h, 4));
 }
 
 // input [1, 6] -> op -> Linear ->4: IBP is exact when the op is affine and elementwise.
 BoundGraph then_linear(Rng& rng, const std::function<int(Net&, int)>& op) {
   Net n({1, 6}, rng);
   const int h = op(n, n.input());
-  return std::move(n).finish(n.linear(h, 4));
+  return n.finish(n.linear(h, 4));
 }
 
 // Sign through ONNX import (the operator has no factory outside the registry):
@@ -161,7 +162,7 @@ const std::vector<OpCase>& op_cases() {
          // x [1, 6] -> Linear 6->5 without bias.
          Net n({1, 6}, r);
          const at::Tensor w = r.normal({5, 6}, 0.4);
-         return std::move(n).finish(n.add(ops::make_linear(make_param(w), nullptr), {n.input()}));
+         return n.finish(n.add(ops::make_linear(make_param(w), nullptr), {n.input()}));
        }},
       {"Conv",
        [](Rng& r) {
@@ -171,7 +172,7 @@ const std::vector<OpCase>& op_cases() {
          const int c = n.add(ops::make_conv2d(make_param(w), make_param(r.normal({3}, 0.3)),
                                               {{2, 2}, {1, 1}, {1, 1}}),
                              {n.input()});
-         return std::move(n).finish(n.flatten(c));
+         return n.finish(n.flatten(c));
        }},
       {"ConvRelu",
        [](Rng& r) {
@@ -182,7 +183,7 @@ const std::vector<OpCase>& op_cases() {
                                               {{1, 1}, {1, 1}, {1, 1}}),
                              {n.input()});
          const int h = n.add(ops::make_relu(), {c});
-         return std::move(n).finish(n.linear(n.flatten(h), 3));
+         return n.finish(n.linear(n.flatten(h), 3));
        }},
       {"BatchNorm",
        [](Rng& r) {
@@ -191,7 +192,7 @@ const std::vector<OpCase>& op_cases() {
          const int bn = n.add(ops::make_batchnorm(make_param(r.signed_scale({3, 1, 1})),
                                                   make_param(r.normal({3, 1, 1}, 0.5))),
                               {n.input()});
-         return std::move(n).finish(n.linear(n.flatten(bn), 4));
+         return n.finish(n.linear(n.flatten(bn), 4));
        }},
       {"Relu",
        [](Rng& r) {
@@ -238,20 +239,20 @@ const std::vector<OpCase>& op_cases() {
          // [1, 6] -> Reshape [1, 2, 3] -> Linear on the last dim 3->4 -> [1, 2, 4].
          Net n({1, 6}, r);
          const int h = n.add(ops::make_reshape({2, 3}), {n.input()});
-         return std::move(n).finish(n.linear(h, 4));
+         return n.finish(n.linear(h, 4));
        }},
       {"Flatten",
        [](Rng& r) {
          // [1, 2, 3] -> Flatten [1, 6] -> Linear 6->4.
          Net n({1, 2, 3}, r);
-         return std::move(n).finish(n.linear(n.flatten(n.input()), 4));
+         return n.finish(n.linear(n.flatten(n.input()), 4));
        }},
       {"Transpose",
        [](Rng& r) {
          // [1, 2, 3, 4] -> Transpose (0, 3, 1, 2) -> [1, 4, 2, 3] -> Linear on the last dim 3->2.
          Net n({1, 2, 3, 4}, r);
          const int t = n.add(ops::make_transpose({0, 3, 1, 2}), {n.input()});
-         return std::move(n).finish(n.linear(t, 2));
+         return n.finish(n.linear(t, 2));
        }},
   };
   return cases;
