@@ -1,7 +1,9 @@
 #pragma once
 // Access to ../shared/fixtures (VNN-COMP models, VNNLIB specs, auto_LiRPA reference bounds).
 // Tests that need them call DISTCROWN_REQUIRE_FIXTURES() and are skipped, with the path, when
-// the folder is absent (a user's clone).
+// the folder is absent (a user's clone). With DISTCROWN_REQUIRE_FIXTURES=1 in the environment
+// (CI, .ci/run) a missing folder is a failure instead: a CI run must not pass by skipping.
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -15,20 +17,45 @@
 
 namespace distcrown::testing {
 
-inline std::filesystem::path fixtures_dir() { return DISTCROWN_FIXTURES_DIR; }
+/// The fixtures folder: $DISTCROWN_FIXTURES_DIR when set (to point a built test elsewhere),
+/// else the configured one (CMake's DISTCROWN_FIXTURES_DIR).
+inline std::filesystem::path fixtures_dir() {
+  const char* env = std::getenv("DISTCROWN_FIXTURES_DIR");
+  return env != nullptr && *env != 0 ? std::filesystem::path(env)
+                                     : std::filesystem::path(DISTCROWN_FIXTURES_DIR);
+}
 inline bool have_fixtures() { return std::filesystem::is_directory(fixtures_dir() / "refs"); }
+/// DISTCROWN_REQUIRE_FIXTURES=1: missing fixtures fail the test instead of skipping it.
+inline bool fixtures_required() {
+  const char* v = std::getenv("DISTCROWN_REQUIRE_FIXTURES");
+  return v != nullptr && std::string(v) == "1";
+}
+/// Records a failure when fixtures are required but absent; true when they are present.
+inline bool check_fixtures_present() {
+  if (have_fixtures()) return true;
+  if (fixtures_required()) {
+    ADD_FAILURE() << "shared fixtures not found at " << ::distcrown::testing::fixtures_dir()
+                  << " and DISTCROWN_REQUIRE_FIXTURES=1";
+  }
+  return false;
+}
 
-#define DISTCROWN_REQUIRE_FIXTURES()                                            \
-  do {                                                                          \
-    if (!::distcrown::testing::have_fixtures())                                 \
-      GTEST_SKIP() << "shared fixtures not found at " << DISTCROWN_FIXTURES_DIR \
-                   << " (clone beside ../shared to run this test)";             \
+#define DISTCROWN_REQUIRE_FIXTURES()                                                          \
+  do {                                                                                        \
+    if (!::distcrown::testing::have_fixtures()) {                                             \
+      if (::distcrown::testing::fixtures_required())                                          \
+        FAIL() << "shared fixtures not found at " << ::distcrown::testing::fixtures_dir()     \
+               << " and DISTCROWN_REQUIRE_FIXTURES=1";                                        \
+      GTEST_SKIP() << "shared fixtures not found at " << ::distcrown::testing::fixtures_dir() \
+                   << " (clone beside ../shared to run this test)";                           \
+    }                                                                                         \
   } while (0)
 
-/// Every reference JSON in fixtures/refs, sorted by name.
+/// Every reference JSON in fixtures/refs, sorted by name (none, and a failure when required,
+/// without the fixtures).
 inline std::vector<std::filesystem::path> reference_files() {
   std::vector<std::filesystem::path> out;
-  if (!have_fixtures()) return out;
+  if (!check_fixtures_present()) return out;
   for (const auto& e : std::filesystem::directory_iterator(fixtures_dir() / "refs")) {
     if (e.path().extension() == ".json") out.push_back(e.path());
   }

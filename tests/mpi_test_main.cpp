@@ -4,7 +4,17 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include "distcrown/collective/communicator.hpp"
+#include "mpi_test_main.hpp"
+
+namespace distcrown::testing {
+bool launched_under_mpi_before_init = false;
+}  // namespace distcrown::testing
+
 int main(int argc, char** argv) {
+  // Asked before MPI_Init: Open MPI's singleton initialization sets PMIX_RANK in the process
+  // environment, after which launched_under_mpi() is true even without mpirun.
+  distcrown::testing::launched_under_mpi_before_init = distcrown::collective::launched_under_mpi();
   if (MPI_Init(&argc, &argv) != MPI_SUCCESS) {
     return 1;
   }

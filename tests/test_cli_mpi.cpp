@@ -74,7 +74,7 @@ void expect_equal_bounds(const json& want, const json& got, double rel) {
 
 TEST_F(CliMpi, ShardedRunsMatchOneProcess) {
   std::vector<std::string> problems{kExample};
-  if (testing::have_fixtures()) {
+  if (testing::check_fixtures_present()) {
     const auto f = testing::fixtures_dir();
     problems.push_back("--model '" + (f / "models/mnist_256x6.onnx").string() + "' --vnnlib '" +
                        (f / "specs/mnist_prop_1_0.05.vnnlib").string() + "'");
@@ -161,7 +161,7 @@ TEST_F(CliMpi, UnsupportedOperatorOnEveryRank) {
 // bounds up to rounding, and spec-parallel cannot be combined with it.
 TEST_F(CliMpi, TensorParallelRuns) {
   std::vector<std::string> problems{kExample};
-  if (testing::have_fixtures()) {
+  if (testing::check_fixtures_present()) {
     const auto f = testing::fixtures_dir();
     problems.push_back("--model '" + (f / "models/mnist_256x6.onnx").string() + "' --vnnlib '" +
                        (f / "specs/mnist_prop_1_0.05.vnnlib").string() + "'");

@@ -6,6 +6,7 @@
 // Backends: "local" (always), "mpi" (CPU tensors), "mpi_cuda" (CUDA tensors staged through host
 // memory; skipped without a GPU), "nccl" (skipped unless nccl_available() and one GPU per rank).
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <sstream>
 #include <string>
@@ -19,6 +20,7 @@
 #include "distcrown/collective/communicator.hpp"
 #include "distcrown/collective/mpi.hpp"
 #include "distcrown/util/error.hpp"
+#include "mpi_test_main.hpp"
 
 namespace {
 
@@ -400,11 +402,28 @@ INSTANTIATE_TEST_SUITE_P(Backends, CommunicatorTest,
                            return info.param;
                          });
 
+// ctest says how it started the process (DISTCROWN_EXPECT_MPIRUN, tests/CMakeLists.txt): 1 under
+// mpirun, which sets OMPI_COMM_WORLD_SIZE for every rank; 0 for the singleton run. Started by
+// hand, the answer must follow OMPI_COMM_WORLD_SIZE.
 TEST(Communicator, LaunchedUnderMpi) {
+  const bool launched = distcrown::testing::launched_under_mpi_before_init;
+  const char* expect = std::getenv("DISTCROWN_EXPECT_MPIRUN");
+  const bool under_mpirun = expect != nullptr ? std::string(expect) == "1"
+                                              : std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
+  EXPECT_EQ(launched, under_mpirun)
+      << "DISTCROWN_EXPECT_MPIRUN=" << (expect != nullptr ? expect : "(unset)")
+      << ", OMPI_COMM_WORLD_SIZE="
+      << (std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr ? "set" : "unset");
+  if (under_mpirun) {
+    EXPECT_NE(std::getenv("OMPI_COMM_WORLD_SIZE"), nullptr) << "mpirun sets it for every rank";
+  }
   if (world_size() > 1) {
+    EXPECT_TRUE(launched);
+  }
+  // After MPI_Init, a process under mpirun still says so.
+  if (under_mpirun) {
     EXPECT_TRUE(distcrown::collective::launched_under_mpi());
   }
-  SUCCEED() << "launched_under_mpi() = " << distcrown::collective::launched_under_mpi();
 }
 
 TEST(Communicator, NcclUnavailableThrowsError) {

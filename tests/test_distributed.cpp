@@ -100,12 +100,33 @@ void check_mode(const Mode& mode) {
   }
 }
 
-TEST(Distributed, FsdpIsBitwiseIdentical) { check_mode({true, false, 0}); }
-TEST(Distributed, FsdpWithChunksIsBitwiseIdentical) { check_mode({true, false, 7}); }
-TEST(Distributed, SpecParallelMatches) { check_mode({false, true, 0}); }
-TEST(Distributed, FsdpAndSpecParallelWithChunksMatch) { check_mode({true, true, 5}); }
+// At one rank FSDP gathers from itself and the spec-parallel split is the whole spec: the
+// comparison would be a computation against itself, which cannot fail.
+#define DISTCROWN_SKIP_AT_ONE_RANK()                                                         \
+  do {                                                                                       \
+    if (world()->size() == 1)                                                                \
+      GTEST_SKIP() << "one rank: the sharded run is the unsharded one (np 2 and 4 compare)"; \
+  } while (0)
+
+TEST(Distributed, FsdpIsBitwiseIdentical) {
+  DISTCROWN_SKIP_AT_ONE_RANK();
+  check_mode({true, false, 0});
+}
+TEST(Distributed, FsdpWithChunksIsBitwiseIdentical) {
+  DISTCROWN_SKIP_AT_ONE_RANK();
+  check_mode({true, false, 7});
+}
+TEST(Distributed, SpecParallelMatches) {
+  DISTCROWN_SKIP_AT_ONE_RANK();
+  check_mode({false, true, 0});
+}
+TEST(Distributed, FsdpAndSpecParallelWithChunksMatch) {
+  DISTCROWN_SKIP_AT_ONE_RANK();
+  check_mode({true, true, 5});
+}
 
 TEST(Distributed, FsdpShardsHoldOneOverP) {
+  DISTCROWN_SKIP_AT_ONE_RANK();
   const collective::CommPtr comm = world();
   BoundGraph g = io::make_random_mlp(30, 64, 2, 10, 3);
   const int64_t full = g.param_bytes();

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -21,11 +22,21 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path specs_dir() { return fs::path(DISTCROWN_FIXTURES_DIR) / "specs"; }
+// $DISTCROWN_FIXTURES_DIR overrides the configured folder (as in fixtures.hpp).
+fs::path fixtures_dir() {
+  const char* env = std::getenv("DISTCROWN_FIXTURES_DIR");
+  return env != nullptr && *env != 0 ? fs::path(env) : fs::path(DISTCROWN_FIXTURES_DIR);
+}
+fs::path specs_dir() { return fixtures_dir() / "specs"; }
 
-#define SKIP_WITHOUT_FIXTURES()                                                \
-  if (!fs::is_directory(specs_dir())) {                                        \
-    GTEST_SKIP() << "shared fixtures not found at " << DISTCROWN_FIXTURES_DIR; \
+// DISTCROWN_REQUIRE_FIXTURES=1 (CI): missing fixtures fail instead of skipping.
+#define SKIP_WITHOUT_FIXTURES()                                        \
+  if (!fs::is_directory(specs_dir())) {                                \
+    const char* required = std::getenv("DISTCROWN_REQUIRE_FIXTURES");  \
+    if (required != nullptr && std::string(required) == "1")           \
+      FAIL() << "shared fixtures not found at " << fixtures_dir()      \
+             << " and DISTCROWN_REQUIRE_FIXTURES=1";                   \
+    GTEST_SKIP() << "shared fixtures not found at " << fixtures_dir(); \
   }
 
 bool starts_with(const std::string& s, const std::string& prefix) {
@@ -158,7 +169,13 @@ TEST(VnnlibFixtures, BigFileParsesQuickly) {
   for (const auto& entry : fs::directory_iterator(specs_dir())) {
     if (starts_with(entry.path().filename().string(), "oval21")) path = entry.path();
   }
-  if (path.empty()) GTEST_SKIP() << "no oval21 fixture";
+  if (path.empty()) {
+    const char* required = std::getenv("DISTCROWN_REQUIRE_FIXTURES");
+    if (required != nullptr && std::string(required) == "1") {
+      FAIL() << "no oval21 fixture in " << specs_dir() << " and DISTCROWN_REQUIRE_FIXTURES=1";
+    }
+    GTEST_SKIP() << "no oval21 fixture";
+  }
   auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < 5; ++i) parse_vnnlib_file(path.string());
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

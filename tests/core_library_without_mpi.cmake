@@ -1,0 +1,45 @@
+# cmake -DCORE=<libdistcrown.so> -DMPI_LIB=<libdistcrown_mpi.so> [-DREADELF=readelf] -P ...
+# The core library links no MPI (MPI and NCCL live in distcrown_mpi, docs/architecture.md): no
+# NEEDED entry of CORE may name libmpi. MPI_LIB must name it, which shows the check can see it.
+if(NOT READELF)
+  set(READELF readelf)
+endif()
+
+function(needed_entries lib out)
+  execute_process(COMMAND ${READELF} -d "${lib}" RESULT_VARIABLE rc OUTPUT_VARIABLE text
+                  ERROR_VARIABLE err)
+  if(rc)
+    message(FATAL_ERROR "${READELF} -d ${lib} failed (${rc}): ${err}")
+  endif()
+  # Lines such as " 0x0000000000000001 (NEEDED)  Shared library: [libmpi.so.40]".
+  string(REGEX MATCHALL "\\(NEEDED\\)[^\n]*\\[[^]\n]+\\]" lines "${text}")
+  set(names "")
+  foreach(line ${lines})
+    string(REGEX REPLACE ".*\\[([^]]+)\\]" "\\1" name "${line}")
+    list(APPEND names "${name}")
+  endforeach()
+  if(NOT names)
+    message(FATAL_ERROR "no NEEDED entries read from ${lib}: is it a shared library?")
+  endif()
+  set(${out} "${names}" PARENT_SCOPE)
+endfunction()
+
+needed_entries("${CORE}" core_needed)
+message(STATUS "${CORE} needs: ${core_needed}")
+foreach(name ${core_needed})
+  if(name MATCHES "^libmpi")
+    message(FATAL_ERROR "${CORE} links MPI (NEEDED ${name}); MPI belongs in distcrown_mpi")
+  endif()
+endforeach()
+
+needed_entries("${MPI_LIB}" mpi_needed)
+message(STATUS "${MPI_LIB} needs: ${mpi_needed}")
+set(found FALSE)
+foreach(name ${mpi_needed})
+  if(name MATCHES "^libmpi")
+    set(found TRUE)
+  endif()
+endforeach()
+if(NOT found)
+  message(FATAL_ERROR "${MPI_LIB} has no NEEDED libmpi entry: the check cannot see MPI")
+endif()

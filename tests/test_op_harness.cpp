@@ -1,0 +1,411 @@
+// One harness for every operator (ctest runs it at 1 and 2 ranks). An operator joins with one
+// line in op_cases(): a name and a function that builds a small graph around it from a seeded
+// generator, input -> (maybe a Linear) -> the op -> (maybe a Linear). For every case, in float32
+// and in float64:
+//   soundness    the outputs at 2000 uniform points of random boxes, the box's lower, upper and
+//                centre corners and 64 random vertices lie inside IBP, CROWN and CROWN(kTight)
+//                bounds, up to kSoundUlps·eps·max|value|
+//   consistency  CROWN(kTight) lies inside IBP; where IBP is exact (an affine function of the
+//                input through at most one mixing map, BoundGraph::affine_from_input) CROWN
+//                equals IBP within 1e-5 relative
+//   FSDP         a second copy of the graph, sharded over the world communicator, gives bitwise
+//                equal IBP and CROWN bounds on every rank
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/GradMode.h>
+#include <gtest/gtest.h>
+
+#include "onnx_builder.hpp"
+#include "sampling.hpp"
+
+#include "distcrown/collective/mpi.hpp"
+#include "distcrown/graph/bound_graph.hpp"
+#include "distcrown/graph/param.hpp"
+#include "distcrown/io/onnx_loader.hpp"
+#include "distcrown/methods/compute_bounds.hpp"
+#include "distcrown/methods/options.hpp"
+#include "distcrown/ops/add_sub.hpp"
+#include "distcrown/ops/batchnorm.hpp"
+#include "distcrown/ops/conv.hpp"
+#include "distcrown/ops/linear.hpp"
+#include "distcrown/ops/mul_div.hpp"
+#include "distcrown/ops/relu.hpp"
+#include "distcrown/ops/reshape.hpp"
+#include "distcrown/sharding/sharded_param.hpp"
+
+namespace distcrown {
+namespace {
+
+using testing::fmt;
+using testing::outputs;
+
+constexpr int64_t kUniformSamples = 2000;
+constexpr int64_t kVertexSamples = 64;
+// Sample outputs may exceed a bound by this many machine epsilons times the largest magnitude
+// among the outputs and the bounds (the forward pass and the bound computation round differently;
+// the graphs are three layers of at most 12 neurons).
+constexpr double kSoundUlps = 16;
+// CROWN vs IBP where IBP is exact.
+constexpr double kExactRelTol = 1e-5;
+
+// Seeded random tensors, float32 (the graphs are built in float32 and cast, as a loaded model is).
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : gen_(at::detail::createCPUGenerator(seed)) {}
+  at::Tensor normal(at::IntArrayRef shape, double scale = 1.0) {
+    return at::randn(shape, gen_, at::TensorOptions().dtype(at::kFloat)) * scale;
+  }
+  at::Tensor uniform(at::IntArrayRef shape, at::ScalarType type = at::kFloat) {
+    return at::rand(shape, gen_, at::TensorOptions().dtype(type));
+  }
+  // Magnitudes U(0.5, 2) with random signs (scales and divisors away from zero).
+  at::Tensor signed_scale(at::IntArrayRef shape) {
+    const at::Tensor mag = uniform(shape) * 1.5 + 0.5;
+    return at::where(uniform(shape) < 0.5, -mag, mag);
+  }
+
+ private:
+  at::Generator gen_;
+};
+
+// GraphBuilder plus random parameters.
+class Net {
+ public:
+  Net(std::vector<int64_t> input_shape, Rng& rng) : b_(std::move(input_shape)), rng_(rng) {}
+  [[nodiscard]] int input() const { return b_.input(); }
+  [[nodiscard]] const std::vector<int64_t>& shape(int i) const { return b_.shape(i); }
+
+  int add(NodePtr op, std::vector<int> inputs) {
+    std::string name = "n";  // (not "n" + to_string: GCC 12's -Wrestrict false positive)
+    name += std::to_string(++count_);
+    return b_.add(std::move(name), std::move(op), std::move(inputs));
+  }
+  // Linear on the last dim: W [out, in] ~ N(0, 1/in), b [out] ~ N(0, 0.3²).
+  int linear(int x, int64_t out) {
+    const int64_t in = shape(x).back();
+    const at::Tensor w = rng_.normal({out, in}, 1.0 / std::sqrt(double(in)));
+    return add(ops::make_linear(make_param(w), make_param(rng_.normal({out}, 0.3))), {x});
+  }
+  int flatten(int x) {
+    int64_t n = 1;
+    for (size_t i = 1; i < shape(x).size(); ++i) n *= shape(x)[i];
+    return add(ops::make_reshape({n}, "Flatten"), {x});
+  }
+  // A constant of x's shape without the batch dim (broadcasts over the batch).
+  at::Tensor like(int x, bool nonzero) {
+    const std::vector<int64_t> s(shape(x).begin() + 1, shape(x).end());
+    return nonzero ? rng_.signed_scale(s) : rng_.normal(s);
+  }
+  // Ends the builder (one call per Net); `output` may be computed in the same expression.
+  BoundGraph finish(int output) { return std::move(b_).finish(output); }
+
+ private:
+  GraphBuilder b_;
+  Rng& rng_;
+  int count_ = 0;
+};
+
+using Build = std::function<BoundGraph(Rng&)>;
+
+// input [1, 6] -> Linear 6->8 -> op -> Linear ->4: the op sees a mixed input and its output is
+// mixed again (CROWN's backward through it matters).
+BoundGraph sandwich(Rng& rng, const std::function<int(Net&, int)>& op) {
+  Net n({1, 6}, rng);
+  const int h = op(n, n.linear(n.input(), 8));
+  return n.finish(n.linear(h, 4));
+}
+
+// input [1, 6] -> op -> Linear ->4: IBP is exact when the op is affine and elementwise.
+BoundGraph then_linear(Rng& rng, const std::function<int(Net&, int)>& op) {
+  Net n({1, 6}, rng);
+  const int h = op(n, n.input());
+  return n.finish(n.linear(h, 4));
+}
+
+// Sign through ONNX import (the operator has no factory outside the registry):
+// x [1, 6] -> Gemm 6->8 -> Sign -> Gemm 8->4.
+BoundGraph sign_graph(Rng& rng) {
+  testing::OnnxBuilder b;
+  b.input("x", {1, 6}).output("y", {1, 4});
+  b.initializer("W1", rng.normal({8, 6}, 0.4)).initializer("b1", rng.normal({8}, 0.3));
+  b.initializer("W2", rng.normal({4, 8}, 0.4)).initializer("b2", rng.normal({4}, 0.3));
+  b.node("fc1", "Gemm", {"x", "W1", "b1"}, {"h"}, {testing::attr_int("transB", 1)});
+  b.node("sign", "Sign", {"h"}, {"s"});
+  b.node("fc2", "Gemm", {"s", "W2", "b2"}, {"y"}, {testing::attr_int("transB", 1)});
+  return io::load_onnx_bytes(b.bytes(), "sign.onnx");
+}
+
+struct OpCase {
+  std::string name;
+  Build build;  // deterministic in the generator's seed: called twice for the FSDP copy
+};
+
+// gtest prints a failing case's parameter: its name, not its bytes.
+[[maybe_unused]] void PrintTo(const OpCase& c, std::ostream* os) { *os << c.name; }
+
+// One line per operator (or configuration of one).
+const std::vector<OpCase>& op_cases() {
+  static const std::vector<OpCase> cases{
+      {"Linear", [](Rng& r) { return then_linear(r, [](Net&, int x) { return x; }); }},
+      {"LinearNoBias",
+       [](Rng& r) {
+         // x [1, 6] -> Linear 6->5 without bias.
+         Net n({1, 6}, r);
+         const at::Tensor w = r.normal({5, 6}, 0.4);
+         return n.finish(n.add(ops::make_linear(make_param(w), nullptr), {n.input()}));
+       }},
+      {"Conv",
+       [](Rng& r) {
+         // x [1, 2, 5, 5] -> Conv 3x3 stride 2 pad 1 -> [1, 3, 3, 3] -> Flatten [1, 27].
+         Net n({1, 2, 5, 5}, r);
+         const at::Tensor w = r.normal({3, 2, 3, 3}, 0.3);
+         const int c = n.add(ops::make_conv2d(make_param(w), make_param(r.normal({3}, 0.3)),
+                                              {{2, 2}, {1, 1}, {1, 1}}),
+                             {n.input()});
+         return n.finish(n.flatten(c));
+       }},
+      {"ConvRelu",
+       [](Rng& r) {
+         // x [1, 2, 5, 5] -> Conv 3x3 pad 1 -> [1, 2, 5, 5] -> Relu -> Flatten -> Linear 50->3.
+         Net n({1, 2, 5, 5}, r);
+         const at::Tensor w = r.normal({2, 2, 3, 3}, 0.3);
+         const int c = n.add(ops::make_conv2d(make_param(w), make_param(r.normal({2}, 0.3)),
+                                              {{1, 1}, {1, 1}, {1, 1}}),
+                             {n.input()});
+         const int h = n.add(ops::make_relu(), {c});
+         return n.finish(n.linear(n.flatten(h), 3));
+       }},
+      {"BatchNorm",
+       [](Rng& r) {
+         // x [1, 3, 2, 2] -> BatchNorm (w, b [3, 1, 1], some w < 0) -> Flatten -> Linear 12->4.
+         Net n({1, 3, 2, 2}, r);
+         const int bn = n.add(ops::make_batchnorm(make_param(r.signed_scale({3, 1, 1})),
+                                                  make_param(r.normal({3, 1, 1}, 0.5))),
+                              {n.input()});
+         return n.finish(n.linear(n.flatten(bn), 4));
+       }},
+      {"Relu",
+       [](Rng& r) {
+         return sandwich(r, [](Net& n, int x) { return n.add(ops::make_relu(), {x}); });
+       }},
+      {"Sign", sign_graph},
+      {"Add",
+       [](Rng& r) {
+         // Two branches of the same input: x -> Linear 6->5, x -> Linear 6->5, Add -> Linear.
+         return then_linear(r, [](Net& n, int x) {
+           return n.add(ops::make_add(), {n.linear(x, 5), n.linear(x, 5)});
+         });
+       }},
+      {"Sub",
+       [](Rng& r) {
+         return then_linear(r, [](Net& n, int x) {
+           return n.add(ops::make_sub(), {n.linear(x, 5), n.linear(x, 5)});
+         });
+       }},
+      {"AddConst",
+       [](Rng& r) {
+         return then_linear(r, [](Net& n, int x) {
+           return n.add(ops::make_add_const(make_param(n.like(x, false))), {x});
+         });
+       }},
+      {"MulConst",
+       [](Rng& r) {
+         return then_linear(r, [](Net& n, int x) {
+           return n.add(ops::make_mul_const(make_param(n.like(x, true))), {x});
+         });
+       }},
+      {"DivConst",
+       [](Rng& r) {
+         return then_linear(r, [](Net& n, int x) {
+           return n.add(ops::make_div_const(make_param(n.like(x, true))), {x});
+         });
+       }},
+      {"Neg",
+       [](Rng& r) {
+         return then_linear(r, [](Net& n, int x) { return n.add(ops::make_neg(), {x}); });
+       }},
+      {"Reshape",
+       [](Rng& r) {
+         // [1, 6] -> Reshape [1, 2, 3] -> Linear on the last dim 3->4 -> [1, 2, 4].
+         Net n({1, 6}, r);
+         const int h = n.add(ops::make_reshape({2, 3}), {n.input()});
+         return n.finish(n.linear(h, 4));
+       }},
+      {"Flatten",
+       [](Rng& r) {
+         // [1, 2, 3] -> Flatten [1, 6] -> Linear 6->4.
+         Net n({1, 2, 3}, r);
+         return n.finish(n.linear(n.flatten(n.input()), 4));
+       }},
+      {"Transpose",
+       [](Rng& r) {
+         // [1, 2, 3, 4] -> Transpose (0, 3, 1, 2) -> [1, 4, 2, 3] -> Linear on the last dim 3->2.
+         Net n({1, 2, 3, 4}, r);
+         const int t = n.add(ops::make_transpose({0, 3, 1, 2}), {n.input()});
+         return n.finish(n.linear(t, 2));
+       }},
+  };
+  return cases;
+}
+
+uint64_t seed_of(const std::string& name) { return std::hash<std::string>{}(name) % 100003 + 1; }
+
+double eps_of(at::ScalarType t) {
+  return t == at::kFloat ? double(std::numeric_limits<float>::epsilon())
+                         : std::numeric_limits<double>::epsilon();
+}
+
+// Boxes [1, *input_shape] around N(0, 1) centres: small, wide, and one with zero-width
+// coordinates (a quarter of them).
+std::vector<InputBox> boxes_for(const BoundGraph& g, Rng& rng) {
+  std::vector<InputBox> out;
+  for (const double radius : {0.05, 1.0, 0.5}) {
+    const at::Tensor centre = rng.normal(g.input_shape());
+    at::Tensor rad = rng.uniform(g.input_shape()) * radius;
+    if (out.size() == 2) {
+      rad = at::where(rng.uniform(g.input_shape()) < 0.25, at::zeros_like(rad), rad);
+    }
+    out.push_back({centre - rad, centre + rad});
+  }
+  return out;
+}
+
+// Points of the box lo, hi ([*shape]): lower, upper and centre corners, random vertices, uniform
+// samples; [N, *shape] in lo's dtype, clamped into the box.
+at::Tensor sample_box(Rng& rng, const at::Tensor& lo, const at::Tensor& hi) {
+  const auto lead = [&](int64_t n) {
+    std::vector<int64_t> s{n};
+    s.insert(s.end(), lo.sizes().begin(), lo.sizes().end());
+    return s;
+  };
+  const at::Tensor uniform = lo + (hi - lo) * rng.uniform(lead(kUniformSamples), lo.scalar_type());
+  const at::Tensor vertices = at::where(rng.uniform(lead(kVertexSamples)) < 0.5, hi, lo);
+  const at::Tensor all = at::cat(
+      {lo.unsqueeze(0), hi.unsqueeze(0), ((lo + hi) / 2).unsqueeze(0), vertices, uniform}, 0);
+  return at::minimum(at::maximum(all, lo), hi);
+}
+
+// Every sample y [N, spec] lies in bounds [1, spec] up to kSoundUlps·eps·max|value|.
+void expect_contains(const Interval& bounds, const at::Tensor& y, const std::string& what) {
+  const at::Tensor yd = y.to(at::kDouble);
+  const at::Tensor lo = bounds.lower.to(at::kDouble);
+  const at::Tensor hi = bounds.upper.to(at::kDouble);
+  const double scale = std::max({1.0, yd.abs().max().item<double>(), lo.abs().max().item<double>(),
+                                 hi.abs().max().item<double>()});
+  const double tol = kSoundUlps * eps_of(bounds.lower.scalar_type()) * scale;
+  const at::Tensor excess = at::maximum(lo - yd, yd - hi).reshape({-1});
+  const int64_t worst = excess.argmax().item<int64_t>();
+  if (excess[worst].item<double>() <= tol) return;
+  const int64_t n = worst / y.size(1);
+  const int64_t j = worst % y.size(1);
+  ADD_FAILURE() << what << ": sample " << n << ", output " << j << ": "
+                << fmt(yd[n][j].item<double>()) << " outside [" << fmt(lo[0][j].item<double>())
+                << ", " << fmt(hi[0][j].item<double>()) << "] by "
+                << fmt(excess[worst].item<double>()) << " > tolerance " << fmt(tol) << " ("
+                << (excess > tol).sum().item<int64_t>() << " of " << excess.numel() << ")";
+}
+
+// inner ⊆ outer up to a few ulps of the magnitudes.
+void expect_inside(const Interval& inner, const Interval& outer, const std::string& what) {
+  const double tol = 4 * eps_of(inner.lower.scalar_type()) *
+                     std::max({1.0, outer.lower.abs().max().item<double>(),
+                               outer.upper.abs().max().item<double>()});
+  EXPECT_GE((inner.lower - outer.lower).min().item<double>(), -tol) << what << ": lower";
+  EXPECT_LE((inner.upper - outer.upper).max().item<double>(), tol) << what << ": upper";
+}
+
+void expect_close(const at::Tensor& a, const at::Tensor& b, const std::string& what) {
+  const at::Tensor diff = (a - b).abs().to(at::kDouble);
+  const at::Tensor tol = b.abs().to(at::kDouble).clamp_min(1.0) * kExactRelTol;
+  EXPECT_TRUE(diff.le(tol).all().item<bool>())
+      << what << ": max difference " << fmt(diff.max().item<double>());
+}
+
+BoundOptions tight() {
+  BoundOptions o;
+  o.scheme = IntermediateScheme::kTight;
+  return o;
+}
+
+class OpHarness : public ::testing::TestWithParam<OpCase> {};
+
+TEST_P(OpHarness, SoundConsistentAndShardable) {
+  c10::NoGradGuard no_grad;
+  const OpCase& c = GetParam();
+  const uint64_t seed = seed_of(c.name);
+  Rng build_rng(seed);
+  BoundGraph g = c.build(build_rng);
+  Rng copy_rng(seed);
+  BoundGraph sharded = c.build(copy_rng);
+  const collective::CommPtr comm = collective::make_mpi_communicator();
+  sharding::shard_graph(sharded, sharding::ShardPlan::kFsdp, comm);
+  const bool exact = g.affine_from_input(g.output());
+  for (const at::ScalarType type : {at::kFloat, at::kDouble}) {
+    g.to_dtype(type);
+    sharded.to_dtype(type);
+    Rng rng(seed * 7919 + 17);
+    const std::vector<InputBox> boxes = boxes_for(g, rng);
+    for (size_t i = 0; i < boxes.size(); ++i) {
+      const std::string what =
+          c.name + (type == at::kFloat ? " f32" : " f64") + " box " + std::to_string(i);
+      SCOPED_TRACE(what);
+      const InputBox box{boxes[i].lower.to(type), boxes[i].upper.to(type)};
+      const Interval ibp = compute_bounds(g, box, Method::kIbp);
+      const Interval crown = compute_bounds(g, box, Method::kCrown);
+      const Interval crown_tight = compute_bounds(g, box, Method::kCrown, tight());
+      ASSERT_EQ(ibp.lower.scalar_type(), type);
+
+      // (a) soundness by sampling.
+      const at::Tensor y = outputs(g, sample_box(rng, box.lower[0], box.upper[0]), {});
+      ASSERT_EQ(y.scalar_type(), type);
+      expect_contains(ibp, y, "IBP");
+      expect_contains(crown, y, "CROWN");
+      expect_contains(crown_tight, y, "CROWN(tight)");
+
+      // (b) consistency.
+      expect_inside(crown_tight, ibp, "CROWN(tight) inside IBP");
+      if (exact) {
+        expect_close(crown.lower, ibp.lower, "exact IBP: CROWN lower");
+        expect_close(crown.upper, ibp.upper, "exact IBP: CROWN upper");
+      }
+
+      // (c) FSDP: the same values in the same order, so the same bits on every rank.
+      for (const Method method : {Method::kIbp, Method::kCrown}) {
+        const Interval& want = method == Method::kIbp ? ibp : crown;
+        const Interval got = compute_bounds(sharded, box, method);
+        EXPECT_TRUE(at::equal(want.lower, got.lower)) << "FSDP " << to_string(method) << " lower";
+        EXPECT_TRUE(at::equal(want.upper, got.upper)) << "FSDP " << to_string(method) << " upper";
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, OpHarness, ::testing::ValuesIn(op_cases()),
+                         [](const ::testing::TestParamInfo<OpCase>& info) {
+                           return info.param.name;
+                         });
+
+// The cases whose op is affine (and whose graph mixes at most once) must reach the exactness
+// check; a graph change that made them inexact would silently skip it.
+TEST(OpHarnessCases, AffineCasesHaveExactIbp) {
+  for (const OpCase& c : op_cases()) {
+    Rng rng(seed_of(c.name));
+    const BoundGraph g = c.build(rng);
+    const bool want = c.name != "Relu" && c.name != "ConvRelu" && c.name != "Sign" &&
+                      c.name != "Add" && c.name != "Sub";
+    EXPECT_EQ(g.affine_from_input(g.output()), want) << c.name;
+  }
+}
+
+}  // namespace
+}  // namespace distcrown
