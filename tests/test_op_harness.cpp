@@ -26,6 +26,7 @@
 #include <gtest/gtest.h>
 
 #include "onnx_builder.hpp"
+#include "random_net.hpp"
 #include "sampling.hpp"
 
 #include "distcrown/collective/mpi.hpp"
@@ -47,7 +48,9 @@ namespace distcrown {
 namespace {
 
 using testing::fmt;
+using testing::Net;
 using testing::outputs;
+using testing::Rng;
 
 constexpr int64_t kUniformSamples = 2000;
 constexpr int64_t kVertexSamples = 64;
@@ -57,63 +60,6 @@ constexpr int64_t kVertexSamples = 64;
 constexpr double kSoundUlps = 16;
 // CROWN vs IBP where IBP is exact.
 constexpr double kExactRelTol = 1e-5;
-
-// Seeded random tensors, float32 (the graphs are built in float32 and cast, as a loaded model is).
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : gen_(at::detail::createCPUGenerator(seed)) {}
-  at::Tensor normal(at::IntArrayRef shape, double scale = 1.0) {
-    return at::randn(shape, gen_, at::TensorOptions().dtype(at::kFloat)) * scale;
-  }
-  at::Tensor uniform(at::IntArrayRef shape, at::ScalarType type = at::kFloat) {
-    return at::rand(shape, gen_, at::TensorOptions().dtype(type));
-  }
-  // Magnitudes U(0.5, 2) with random signs (scales and divisors away from zero).
-  at::Tensor signed_scale(at::IntArrayRef shape) {
-    const at::Tensor mag = uniform(shape) * 1.5 + 0.5;
-    return at::where(uniform(shape) < 0.5, -mag, mag);
-  }
-
- private:
-  at::Generator gen_;
-};
-
-// GraphBuilder plus random parameters.
-class Net {
- public:
-  Net(std::vector<int64_t> input_shape, Rng& rng) : b_(std::move(input_shape)), rng_(rng) {}
-  [[nodiscard]] int input() const { return b_.input(); }
-  [[nodiscard]] const std::vector<int64_t>& shape(int i) const { return b_.shape(i); }
-
-  int add(NodePtr op, std::vector<int> inputs) {
-    std::string name = "n";  // (not "n" + to_string: GCC 12's -Wrestrict false positive)
-    name += std::to_string(++count_);
-    return b_.add(std::move(name), std::move(op), std::move(inputs));
-  }
-  // Linear on the last dim: W [out, in] ~ N(0, 1/in), b [out] ~ N(0, 0.3²).
-  int linear(int x, int64_t out) {
-    const int64_t in = shape(x).back();
-    const at::Tensor w = rng_.normal({out, in}, 1.0 / std::sqrt(double(in)));
-    return add(ops::make_linear(make_param(w), make_param(rng_.normal({out}, 0.3))), {x});
-  }
-  int flatten(int x) {
-    int64_t n = 1;
-    for (size_t i = 1; i < shape(x).size(); ++i) n *= shape(x)[i];
-    return add(ops::make_reshape({n}, "Flatten"), {x});
-  }
-  // A constant of x's shape without the batch dim (broadcasts over the batch).
-  at::Tensor like(int x, bool nonzero) {
-    const std::vector<int64_t> s(shape(x).begin() + 1, shape(x).end());
-    return nonzero ? rng_.signed_scale(s) : rng_.normal(s);
-  }
-  // Ends the builder (one call per Net); `output` may be computed in the same expression.
-  BoundGraph finish(int output) { return std::move(b_).finish(output); }
-
- private:
-  GraphBuilder b_;
-  Rng& rng_;
-  int count_ = 0;
-};
 
 using Build = std::function<BoundGraph(Rng&)>;
 
