@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <type_traits>
 
@@ -42,6 +43,14 @@ CLI::Validator finite_number(bool positive) {
         return {};
       },
       positive ? "FINITE > 0" : "FINITE >= 0");
+}
+
+// At least `lo` and within the field's type T: CLI11 parses an integer that overflows T as T's
+// largest value (--max-rounds 18446744073709551616 ran without a limit), so the text is compared
+// as a double first.
+template <class T>
+CLI::Validator whole_number(T lo) {
+  return CLI::Range(static_cast<double>(lo), static_cast<double>(std::numeric_limits<T>::max()));
 }
 
 // Intra-op threads: more than this is refused (a value such as 100000 made LibTorch hang).
@@ -106,7 +115,7 @@ const std::vector<OptionSpec>& table() {
       {"iterations", Applies::kBoth,
        "alpha-CROWN optimisation steps (bounds: --method alpha-crown; verify: at the root)",
        field(
-           [](RunOptions & r) -> auto& { return r.alpha.iterations; }, CLI::PositiveNumber)},
+           [](RunOptions & r) -> auto& { return r.alpha.iterations; }, whole_number(1))},
       {"lr", Applies::kBoth, "alpha-CROWN: Adam learning rate for the slopes",
        field(
            [](RunOptions & r) -> auto& { return r.alpha.lr; }, finite_number(true))},
@@ -118,7 +127,7 @@ const std::vector<OptionSpec>& table() {
        "bound at most N intermediate neurons per backward pass (0 = all)",
        field(
            [](RunOptions & r) -> auto& { return r.bound.crown_batch_size; },
-           CLI::NonNegativeNumber)},
+           whole_number(int64_t{0}))},
       {"dtype", Applies::kBoth, "floating-point type of the bounds and forward passes",
        field([](RunOptions & r) -> auto& { return r.dtype; })},
       {"device", Applies::kBoth, "where the bounds are computed",
@@ -140,11 +149,11 @@ const std::vector<OptionSpec>& table() {
        field([](RunOptions & r) -> auto& { return r.backend; })},
       {"bab-batch-size", Applies::kVerify, "domains split per branch-and-bound round",
        field(
-           [](RunOptions & r) -> auto& { return r.verify.bab.batch; }, CLI::PositiveNumber)},
+           [](RunOptions & r) -> auto& { return r.verify.bab.batch; }, whole_number(int64_t{1}))},
       {"bab-iterations", Applies::kVerify,
        "alpha/beta optimisation steps per branch-and-bound round",
        field(
-           [](RunOptions & r) -> auto& { return r.verify.bab.iterations; }, CLI::PositiveNumber)},
+           [](RunOptions & r) -> auto& { return r.verify.bab.iterations; }, whole_number(1))},
       {"branching", Applies::kVerify, "ReLU branching heuristic",
        field([](RunOptions & r) -> auto& { return r.verify.bab.branching; })},
       {"split", Applies::kVerify,
@@ -156,9 +165,11 @@ const std::vector<OptionSpec>& table() {
       {"max-rounds", Applies::kVerify, "stop branch and bound after N rounds (0 = no limit)",
        field(
            [](RunOptions & r) -> auto& { return r.verify.bab.max_rounds; },
-           CLI::NonNegativeNumber)},
+           whole_number(int64_t{0}))},
       {"seed", Applies::kVerify, "attack seed",
-       field([](RunOptions & r) -> auto& { return r.verify.bab.attack.seed; })},
+       field(
+           [](RunOptions & r) -> auto& { return r.verify.bab.attack.seed; },
+           whole_number(uint64_t{0}))},
       {"quiet", Applies::kVerify, "no progress lines on stderr",
        field([](RunOptions & r) -> auto& { return r.quiet; })},
   };
