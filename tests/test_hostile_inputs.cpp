@@ -62,6 +62,18 @@ TEST(HostileModel, TransposeWithAnAxisOutOfRangeIsRefused) {
   }
 }
 
+TEST(HostileModel, UnsqueezeAndSqueezeAxesOutOfRangeAreRefused) {
+  for (const bool unsqueeze : {true, false}) {
+    for (std::vector<int64_t> axes : {std::vector<int64_t>{7}, {-7}, {1, 1}}) {
+      OnnxBuilder m;
+      m.input("x", {1, 1, 4}).output("y");
+      m.initializer("axes", at::tensor(axes, at::kLong));
+      m.node("u", unsqueeze ? "Unsqueeze" : "Squeeze", {"x", "axes"}, {"y"});
+      expect_refused<ModelError>([&] { load(m); }, "node 'u'");
+    }
+  }
+}
+
 TEST(HostileModel, DimensionsWhoseProductOverflowsAreRefused) {
   for (std::vector<int64_t> dims : {std::vector<int64_t>{int64_t{1} << 32, int64_t{1} << 32},
                                     {int64_t{1} << 62, 4},

@@ -1,5 +1,6 @@
 #include "distcrown/ops/reshape.hpp"
 
+#include <algorithm>
 #include <numeric>
 
 #include <ATen/ATen.h>
@@ -176,27 +177,34 @@ Value lower_shape(LoweringContext& ctx) {
 Value lower_unsqueeze_squeeze(LoweringContext& ctx, bool unsqueeze) {
   std::vector<int64_t> axes = ctx.attrs.get_ints("axes", {});
   if (ctx.has_input(1)) {  // opset >= 13: axes is an input
-    const at::Tensor a = ctx.constant(1).to(at::kLong).contiguous();
+    const at::Tensor& given = ctx.constant(1);
+    if (at::isFloatingType(given.scalar_type())) ctx.fail("axes must be integers");
+    const at::Tensor a = given.to(at::kLong).contiguous();
     axes.assign(a.data_ptr<int64_t>(), a.data_ptr<int64_t>() + a.numel());
   }
   auto shape = sizes_of(ctx, 0);
+  // Unsqueeze names axes of its output, Squeeze of its input; each once, within the rank.
+  const auto rank = int64_t(shape.size() + (unsqueeze ? axes.size() : 0));
+  if (!unsqueeze && axes.empty()) {
+    for (int64_t i = 0; i < rank; ++i) {
+      if (shape[size_t(i)] == 1) axes.push_back(i);
+    }
+  }
+  for (auto& a : axes) {
+    if (a < -rank || a >= rank) {
+      ctx.fail("axis " + std::to_string(a) + " is outside a rank-" + std::to_string(rank) +
+               " tensor");
+    }
+    a = a < 0 ? a + rank : a;
+  }
+  std::sort(axes.begin(), axes.end());
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) ctx.fail("an axis is repeated");
   if (unsqueeze) {
-    const auto rank = int64_t(shape.size() + axes.size());
-    for (auto& a : axes) a = a < 0 ? a + rank : a;
-    std::sort(axes.begin(), axes.end());
     for (int64_t a : axes) shape.insert(shape.begin() + a, 1);
   } else {
-    const auto rank = int64_t(shape.size());
-    if (axes.empty()) {
-      for (int64_t i = 0; i < rank; ++i) {
-        if (shape[size_t(i)] == 1) axes.push_back(i);
-      }
-    }
-    for (auto& a : axes) a = a < 0 ? a + rank : a;
-    std::sort(axes.rbegin(), axes.rend());
-    for (int64_t a : axes) {
-      if (a >= rank || shape[size_t(a)] != 1) ctx.fail("Squeeze of a dimension that is not 1");
-      shape.erase(shape.begin() + a);
+    for (auto it = axes.rbegin(); it != axes.rend(); ++it) {
+      if (shape[size_t(*it)] != 1) ctx.fail("Squeeze of a dimension that is not 1");
+      shape.erase(shape.begin() + *it);
     }
   }
   if (ctx.all_constant()) return Value::of_constant(ctx.constant(0).reshape(shape));
