@@ -181,6 +181,14 @@ std::vector<Case> regression_cases() {
     n.op_type = "Unsqueeze";
     n.attributes.clear();
   });
+  // Found by this driver: a batch dimension of 7 escaped as a LibTorch reshape error; names with
+  // control characters made multi-line messages.
+  with("input_batch_7", [&](OnnxModel& m) { m.inputs[0].dims[0] = 7; });
+  with("name_with_newline", [&](OnnxModel& m) {
+    io::OnnxNode& n = node(m, "tr");
+    n.attributes = {attr_ints("perm", {0, 0, 1, 2})};
+    n.name = "t\nr";
+  });
   with("division_by_zero",
        [&](OnnxModel& m) { tensor(m, "d") = io::onnx_tensor("d", at::zeros({8})); });
   const std::string model = io::serialize_onnx_model(base_model());
@@ -318,8 +326,9 @@ class Mutator {
   }
 
   std::string tokens(std::string s) {
-    static const char* values[] = {"1e308", "-1e308", "1e999", "nan", "inf",   "(", ")",     "X_99",
-                                   "Y_7",   "and",    "or",    "",    "0x1p3", "-", "1e-999"};
+    static const char* values[] = {"1e308", "-1e308", "1e999",  "nan",    "inf", "(",
+                                   ")",     "X_99",   "Y_7",    "and",    "or",  "",
+                                   "0x1p3", "-",      "1e-999", "X_\x01", "\"",  ";"};
     const int64_t edits = 1 + below(3);
     for (int64_t e = 0; e < edits && !s.empty(); ++e) {
       const auto at = size_t(below(int64_t(s.size())));

@@ -105,6 +105,10 @@ std::vector<int64_t> input_shape(const OnnxValueInfo& vi, const std::string& whe
   if (!vi.has_shape) throw ModelError(where + " has no shape");
   std::vector<int64_t> shape;
   for (size_t i = 0; i < vi.dims.size(); ++i) {
+    if (i == 0 && vi.dims[i] > 1) {
+      throw UnsupportedError(where + ": unsupported: batch dimension " +
+                             std::to_string(vi.dims[i]) + " (1 or symbolic)");
+    }
     if (vi.dims[i] > 0) {
       shape.push_back(vi.dims[i]);
     } else if (i == 0) {
@@ -118,12 +122,53 @@ std::vector<int64_t> input_shape(const OnnxValueInfo& vi, const std::string& whe
   return shape;
 }
 
+// Control characters (and the backslash) in a name, escaped as \xNN (\\): messages that quote
+// names stay one line. Injective, so names that differed still differ and wiring is unchanged.
+std::string escape_controls(const std::string& s) {
+  std::string out;
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (u < 0x20 || u == 0x7f) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// Every name and string of the model escaped (escape_controls).
+OnnxModel with_printable_names(OnnxModel m) {
+  const auto fix = [](std::string& s) { s = escape_controls(s); };
+  for (auto& t : m.initializers) fix(t.name);
+  for (auto& v : m.inputs) fix(v.name);
+  for (auto& v : m.outputs) fix(v.name);
+  for (auto& n : m.nodes) {
+    fix(n.name);
+    fix(n.op_type);
+    fix(n.domain);
+    for (auto& s : n.inputs) fix(s);
+    for (auto& s : n.outputs) fix(s);
+    for (auto& a : n.attributes) {
+      fix(a.name);
+      fix(a.s);
+    }
+  }
+  return m;
+}
+
 std::string node_label(const OnnxNode& node) {
   if (!node.name.empty()) return node.name;
   return node.outputs.empty() ? std::string("<unnamed>") : node.outputs.front();
 }
 
-BoundGraph build(const OnnxModel& model, const std::string& source) {
+BoundGraph build(const OnnxModel& parsed, const std::string& source) {
+  const OnnxModel model = with_printable_names(parsed);
   std::map<std::string, Value> values;
   for (const auto& init : model.initializers) {
     values[init.name] =
