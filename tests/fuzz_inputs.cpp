@@ -135,18 +135,18 @@ std::vector<Case> regression_cases() {
   };
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const double inf = std::numeric_limits<double>::infinity();
-  for (std::vector<int64_t> perm : {std::vector<int64_t>{0, 1, 3, 7},
-                                    {0, 1, 3, -1},
-                                    {0, 1, 1, 2},
-                                    {0, 1, 2},
-                                    {0, 1, 2, 3, 4}}) {
+  for (const std::vector<int64_t>& perm : {std::vector<int64_t>{0, 1, 3, 7},
+                                           {0, 1, 3, -1},
+                                           {0, 1, 1, 2},
+                                           {0, 1, 2},
+                                           {0, 1, 2, 3, 4}}) {
     with("transpose_perm",
          [&](OnnxModel& m) { node(m, "tr").attributes = {attr_ints("perm", perm)}; });
   }
-  for (std::vector<int64_t> dims : {std::vector<int64_t>{int64_t{1} << 32, int64_t{1} << 32},
-                                    {int64_t{1} << 62, 4},
-                                    {1, 1, 1, int64_t{1} << 40},
-                                    {-3}}) {
+  for (const std::vector<int64_t>& dims : {std::vector<int64_t>{int64_t{1} << 32, int64_t{1} << 32},
+                                           {int64_t{1} << 62, 4},
+                                           {1, 1, 1, int64_t{1} << 40},
+                                           {-3}}) {
     with("initializer_dims", [&](OnnxModel& m) { tensor(m, "b1").dims = dims; });
     with("input_dims", [&](OnnxModel& m) { m.inputs[0].dims = dims; });
   }
@@ -167,7 +167,7 @@ std::vector<Case> regression_cases() {
   with("gemm_beta_inf",
        [&](OnnxModel& m) { node(m, "fc1").attributes.push_back(attr_float("beta", inf)); });
   // Found by this driver (seed 2): Unsqueeze axes out of range inserted past the end of a vector.
-  for (std::vector<int64_t> axes : {std::vector<int64_t>{5}, {-9}, {1, 1}}) {
+  for (const std::vector<int64_t>& axes : {std::vector<int64_t>{5}, {-9}, {1, 1}}) {
     with("unsqueeze_axes", [&](OnnxModel& m) {
       m.initializers.push_back(io::onnx_tensor("ax", at::tensor(axes, at::kLong)));
       io::OnnxNode& n = node(m, "fc2");

@@ -52,7 +52,7 @@ OnnxBuilder gemm(const at::Tensor& w, const at::Tensor& b,
 void load(const OnnxBuilder& m) { (void)io::load_onnx_bytes(m.bytes(), "hostile.onnx"); }
 
 TEST(HostileModel, TransposeWithAnAxisOutOfRangeIsRefused) {
-  for (std::vector<int64_t> perm :
+  for (const std::vector<int64_t>& perm :
        {std::vector<int64_t>{0, 5}, {0, -1}, {0, 0}, {0, 1, 2}, {1 << 30, 0}}) {
     OnnxBuilder m;
     m.input("x", {1, 4}).output("y");
@@ -62,9 +62,16 @@ TEST(HostileModel, TransposeWithAnAxisOutOfRangeIsRefused) {
   }
 }
 
+TEST(HostileModel, ABatchDimensionOtherThanOneIsRefused) {
+  OnnxBuilder m;
+  m.input("x", {7, 4}).output("y");
+  m.node("r", "Relu", {"x"}, {"y"});
+  expect_refused<UnsupportedError>([&] { load(m); }, "batch dimension 7");
+}
+
 TEST(HostileModel, UnsqueezeAndSqueezeAxesOutOfRangeAreRefused) {
   for (const bool unsqueeze : {true, false}) {
-    for (std::vector<int64_t> axes : {std::vector<int64_t>{7}, {-7}, {1, 1}}) {
+    for (const std::vector<int64_t>& axes : {std::vector<int64_t>{7}, {-7}, {1, 1}}) {
       OnnxBuilder m;
       m.input("x", {1, 1, 4}).output("y");
       m.initializer("axes", at::tensor(axes, at::kLong));
@@ -75,9 +82,9 @@ TEST(HostileModel, UnsqueezeAndSqueezeAxesOutOfRangeAreRefused) {
 }
 
 TEST(HostileModel, DimensionsWhoseProductOverflowsAreRefused) {
-  for (std::vector<int64_t> dims : {std::vector<int64_t>{int64_t{1} << 32, int64_t{1} << 32},
-                                    {int64_t{1} << 62, 4},
-                                    {1, 1, 1, int64_t{1} << 40}}) {
+  for (const std::vector<int64_t>& dims : {std::vector<int64_t>{int64_t{1} << 32, int64_t{1} << 32},
+                                           {int64_t{1} << 62, 4},
+                                           {1, 1, 1, int64_t{1} << 40}}) {
     OnnxBuilder m;
     m.input("x", {1, 4}).output("y");
     io::OnnxTensor t = testing::onnx_tensor("C", at::zeros({0}));
@@ -86,7 +93,9 @@ TEST(HostileModel, DimensionsWhoseProductOverflowsAreRefused) {
     m.node("add", "Add", {"x", "C"}, {"y"});
     expect_refused<UnsupportedError>([&] { load(m); }, "more than 2^31 elements");
     OnnxBuilder in;
-    in.input("x", dims).output("y");
+    std::vector<int64_t> batched{1};  // batch 1, then the hostile dimensions
+    batched.insert(batched.end(), dims.begin(), dims.end());
+    in.input("x", batched).output("y");
     in.node("r", "Relu", {"x"}, {"y"});
     expect_refused<UnsupportedError>([&] { load(in); }, "more than 2^31 elements");
   }
