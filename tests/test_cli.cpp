@@ -235,7 +235,7 @@ TEST_F(Cli, UnknownMethodIsAUsageError) {
 }
 
 TEST_F(Cli, ParseErrorsAreOneLineWithExitCodeOne) {
-  for (const std::string& args : {"bounds --no-such-option", "verify --bab-batch-size 0",
+  for (const std::string args : {"bounds --no-such-option", "verify --bab-batch-size 0",
                                   "bounds --threads", "bogus", "", "verify --dtype float16"}) {
     SCOPED_TRACE(args);
     const CliResult r = run(args);
@@ -418,7 +418,7 @@ void expect_round_trip(const std::string& what) {
 // Values a hostile tester tried: each refused with one line and exit 1 (verify: `error` written).
 TEST_F(Cli, OutOfRangeValuesAreRefused) {
   const fs::path result = dir_ / "result.txt";
-  for (const std::string& args :
+  for (const std::string args :
        {"--timeout nan", "--timeout inf", "--timeout -1", "--seed -1", "--threads 100000",
         "--threads 2147483647", "--threads 0", "--max-rounds 18446744073709551616", "--lr nan",
         "--bab-batch-size 0"}) {
