@@ -49,6 +49,13 @@ at::Tensor concretize_side(const at::Tensor& A, const at::Tensor& bias, const at
 }
 }  // namespace
 
+bool all_finite(const Interval& b) {
+  for (const at::Tensor* t : {&b.lower, &b.upper}) {
+    if (t->defined() && !at::isfinite(*t).all().item<bool>()) return false;
+  }
+  return true;
+}
+
 Interval concretize(const BoundA& a, const BiasPair& bias, const InputBox& box) {
   const at::Tensor center = (box.upper + box.lower) / 2;
   const at::Tensor radius = (box.upper - box.lower) / 2;

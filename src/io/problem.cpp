@@ -34,11 +34,9 @@ namespace {
 
 // A property bound beyond the dtype's range (1e308 in float32) becomes infinite: refuse it.
 InputBox finite_box(InputBox box, at::ScalarType dtype) {
-  for (const at::Tensor* t : {&box.lower, &box.upper}) {
-    if (!at::isfinite(*t).all().item<bool>()) {
-      throw InvalidArgument("an input bound of the property does not fit " + dtype_name(dtype) +
-                            " (|x| too large)");
-    }
+  if (!all_finite(box)) {
+    throw InvalidArgument("an input bound of the property does not fit " + dtype_name(dtype) +
+                          " (|x| too large)");
   }
   return box;
 }

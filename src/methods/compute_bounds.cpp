@@ -11,13 +11,10 @@
 namespace distcrown {
 
 void require_finite(const Interval& b) {
-  for (const at::Tensor* t : {&b.lower, &b.upper}) {
-    if (t->defined() && !at::isfinite(*t).all().item<bool>()) {
-      throw NumericError(std::string("the bounds are not finite: the computation overflowed ") +
-                         dtype_name(t->scalar_type()) +
-                         " (weights or input bounds too large; --dtype float64 may help)");
-    }
-  }
+  if (all_finite(b)) return;
+  const at::ScalarType dtype = (b.lower.defined() ? b.lower : b.upper).scalar_type();
+  throw NumericError("the bounds are not finite: the computation overflowed " + dtype_name(dtype) +
+                     " (weights or input bounds too large; --dtype float64 may help)");
 }
 
 Interval compute_bounds(const BoundGraph& g, const InputBox& box, Method method,

@@ -72,7 +72,7 @@ Value lower_mul_div(LoweringContext& ctx, bool divide) {
     return ctx.emit(make_div_const(std::move(divisor)), {ctx.bounded(0)});
   }
   const bool var0 = ctx.inputs[0].is_bounded();
-  const at::Tensor c = (var0 ? ctx.inputs[1] : ctx.inputs[0]).constant.to(ctx.param_dtype);
+  const at::Tensor c = (var0 ? ctx.inputs[1] : ctx.inputs[0]).constant;  // ctx.param casts
   return ctx.emit(make_mul_const(ctx.param(c)), {var0 ? ctx.inputs[0].node : ctx.inputs[1].node});
 }
 

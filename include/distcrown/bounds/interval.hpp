@@ -65,6 +65,9 @@ inline at::Tensor no_bias(const at::Tensor& /*A*/) { return {}; }
 /// result [spec, batch]. The contribution of a constant x to a bias.
 at::Tensor contract(const at::Tensor& A, const at::Tensor& x);
 
+/// True when every element of the defined sides of `b` is finite (no NaN, no ±inf).
+[[nodiscard]] bool all_finite(const Interval& b);
+
 /// Concretizes linear bounds over an input box (auto_LiRPA's Linf concretize):
 ///   lower = lA·c − |lA|·r + lbias,  upper = uA·c + |uA|·r + ubias,   c = (u+l)/2, r = (u−l)/2.
 /// Returns lower/upper shaped [batch, spec] (undefined where the A is undefined).
