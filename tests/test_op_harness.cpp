@@ -16,6 +16,7 @@
 #include <functional>
 #include <limits>
 #include <ostream>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -78,17 +79,18 @@ BoundGraph then_linear(Rng& rng, const std::function<int(Net&, int)>& op) {
   return n.finish(n.linear(h, 4));
 }
 
-// Sign through ONNX import (the operator has no factory outside the registry):
-// x [1, 6] -> Gemm 6->8 -> Sign -> Gemm 8->4.
-BoundGraph sign_graph(Rng& rng) {
+// A one-input elementwise operator through ONNX import (Sign, Sigmoid, Tanh have no factory
+// outside the registry): x [1, 6] -> Gemm 6->8 -> op -> Gemm 8->4. `scale` widens the first
+// layer so that the op's input intervals reach its saturated range.
+BoundGraph elementwise_graph(Rng& rng, const std::string& op_type, double scale = 0.4) {
   testing::OnnxBuilder b;
   b.input("x", {1, 6}).output("y", {1, 4});
-  b.initializer("W1", rng.normal({8, 6}, 0.4)).initializer("b1", rng.normal({8}, 0.3));
+  b.initializer("W1", rng.normal({8, 6}, scale)).initializer("b1", rng.normal({8}, 0.3));
   b.initializer("W2", rng.normal({4, 8}, 0.4)).initializer("b2", rng.normal({4}, 0.3));
   b.node("fc1", "Gemm", {"x", "W1", "b1"}, {"h"}, {testing::attr_int("transB", 1)});
-  b.node("sign", "Sign", {"h"}, {"s"});
+  b.node("op", op_type, {"h"}, {"s"});
   b.node("fc2", "Gemm", {"s", "W2", "b2"}, {"y"}, {testing::attr_int("transB", 1)});
-  return io::load_onnx_bytes(b.bytes(), "sign.onnx");
+  return io::load_onnx_bytes(b.bytes(), op_type + ".onnx");
 }
 
 struct OpCase {
@@ -144,7 +146,11 @@ const std::vector<OpCase>& op_cases() {
        [](Rng& r) {
          return sandwich(r, [](Net& n, int x) { return n.add(ops::make_relu(), {x}); });
        }},
-      {"Sign", sign_graph},
+      {"Sign", [](Rng& r) { return elementwise_graph(r, "Sign"); }},
+      {"Sigmoid", [](Rng& r) { return elementwise_graph(r, "Sigmoid"); }},
+      {"SigmoidSaturated", [](Rng& r) { return elementwise_graph(r, "Sigmoid", 8.0); }},
+      {"Tanh", [](Rng& r) { return elementwise_graph(r, "Tanh"); }},
+      {"TanhSaturated", [](Rng& r) { return elementwise_graph(r, "Tanh", 8.0); }},
       {"Add",
        [](Rng& r) {
          // Two branches of the same input: x -> Linear 6->5, x -> Linear 6->5, Add -> Linear.
@@ -347,8 +353,11 @@ TEST(OpHarnessCases, AffineCasesHaveExactIbp) {
   for (const OpCase& c : op_cases()) {
     Rng rng(seed_of(c.name));
     const BoundGraph g = c.build(rng);
-    const bool want = c.name != "Relu" && c.name != "ConvRelu" && c.name != "Sign" &&
-                      c.name != "Add" && c.name != "Sub";
+    // Cases with a nonlinearity or two paths from the input (Add, Sub).
+    static const std::set<std::string> inexact{
+        "Relu", "ConvRelu",      "Sign", "Sigmoid", "SigmoidSaturated",
+        "Tanh", "TanhSaturated", "Add",  "Sub"};
+    const bool want = inexact.count(c.name) == 0;
     EXPECT_EQ(g.affine_from_input(g.output()), want) << c.name;
   }
 }

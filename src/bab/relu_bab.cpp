@@ -53,7 +53,10 @@ class SplitHook final : public RelaxationHook {
   RelaxParams params(int start, int node, const at::Tensor& rows,
                      std::span<const Interval* const> /*in*/) override {
     if (start != output_) throw Error("internal: BaB pass from an intermediate node");
-    const size_t r = relu_index_.at(node);
+    // Nodes that are not split (an S-shaped activation) keep CROWN's relaxation in BaB passes.
+    const auto it = relu_index_.find(node);
+    if (it == relu_index_.end()) return {};
+    const size_t r = it->second;
     return {alpha[r].index_select(0, rows), {}, beta_signed[r].index_select(0, rows), {}};
   }
 
@@ -61,8 +64,8 @@ class SplitHook final : public RelaxationHook {
     if (!record || start != output_) return;
     if (node == 0) {
       input_A = a.lA.detach();
-    } else {
-      relu_A[relu_index_.at(node)] = a.lA.detach();
+    } else if (const auto it = relu_index_.find(node); it != relu_index_.end()) {
+      relu_A[it->second] = a.lA.detach();
     }
   }
 
@@ -252,9 +255,10 @@ Domain ReluBab::make_root(const std::vector<Interval>& bounds,
     std::vector<int64_t> shape{K_};
     shape.insert(shape.end(), b.lower.sizes().begin(), b.lower.sizes().end());
     const auto it = output_alpha.find(relus_[r]);
-    d.alpha.push_back(it != output_alpha.end()
-                          ? it->second
-                          : g_.node(relus_[r]).op->initial_slopes(b).expand(shape).clone());
+    d.alpha.push_back(
+        it != output_alpha.end()
+            ? it->second
+            : g_.node(relus_[r]).op->initial_relaxation_params(b).expand(shape).clone());
     d.beta.push_back(at::zeros(shape, b.lower.options()));
     d.split.push_back(at::zeros_like(b.lower));
   }
@@ -433,6 +437,12 @@ BabResult ReluBab::run(ReluBabStats* stats) {
       return done(BabStatus::kFalsified);
     }
     if (first.front().value > 0) return done(BabStatus::kProved);
+    if (relus_.empty()) {
+      res.reason =
+          "no splittable neurons (the network's nonlinearities cannot be split) and "
+          "alpha-CROWN does not prove the property";
+      return done(BabStatus::kUnknown);
+    }
     queue.push_back(std::move(first.front()));
   }
   bool exhausted = false;

@@ -119,6 +119,9 @@ VerifyResult verify(const BoundGraph& g, const io::VnnlibProperty& property,
     }
   }
   if (unknown) return finish(Verdict::kUnknown, unknown_reason);
+  if (!input_split && r.domains_bounded == 0) {
+    return finish(Verdict::kUnsat, "alpha-CROWN at the root");
+  }
   return finish(Verdict::kUnsat, std::string(input_split ? "input" : "relu") +
                                      " branch and bound, " + std::to_string(rounds) + " rounds");
 }

@@ -9,8 +9,12 @@
 
 namespace distcrown {
 
-at::Tensor BoundNode::initial_slopes(const Interval& /*in*/) const {
+at::Tensor BoundNode::initial_relaxation_params(const Interval& /*in*/) const {
   throw Error("internal: operator " + op_type() + " has no optimisable relaxation parameters");
+}
+
+void BoundNode::project_relaxation_params(at::Tensor& alpha, const Interval& /*in*/) const {
+  alpha.clamp_(0.0, 1.0);
 }
 
 namespace {
@@ -31,6 +35,11 @@ bool BoundGraph::is_pre_activation(int i) const {
     if (node(u).op->needs_input_bounds()) return true;
   }
   return false;
+}
+
+bool BoundGraph::feeds_splittable(int i) const {
+  const auto& users = node(i).users;
+  return !users.empty() && node(users.front()).op->traits().splittable;
 }
 
 at::Tensor BoundGraph::forward(const at::Tensor& x) const {

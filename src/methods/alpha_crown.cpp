@@ -48,14 +48,21 @@ RelaxParams AlphaSlopes::params(int start, int node, const at::Tensor& rows,
         start == g_.output() ? output_rows_ : g_.node_numel(start) / it->second.per_row;
     const int input = g_.node(node).inputs.front();
     const bool given = size_t(input) < init_.size() && init_[size_t(input)].has_value();
+    // [*P]: [B, *shape] or [k, B, *shape] (BoundNode::initial_relaxation_params)
     const at::Tensor init =
-        g_.node(node).op->initial_slopes(given ? *init_[size_t(input)] : *in[0]);  // [B, *shape]
+        g_.node(node).op->initial_relaxation_params(given ? *init_[size_t(input)] : *in[0]);
     std::vector<int64_t> full{2, r};
     full.insert(full.end(), init.sizes().begin(), init.sizes().end());
     it->second.alpha =
         init.detach().unsqueeze(0).unsqueeze(0).expand(full).clone().requires_grad_(true);
   }
-  const at::Tensor& a = it->second.alpha;  // [2, rows, B, *shape]
+  at::Tensor& a = it->second.alpha;  // [2, rows, *P]
+  {
+    // Projected at use onto what is sound for this pass's input bounds, in place on the leaf
+    // (the optimiser continues from the projected value), as auto_LiRPA clips its α.
+    c10::NoGradGuard no_grad;
+    g_.node(node).op->project_relaxation_params(a, *in[0]);
+  }
   const at::Tensor idx =
       it->second.per_row == 1 ? rows : at::floor_divide(rows, it->second.per_row);
   return {a[0].index_select(0, idx), a[1].index_select(0, idx), {}, {}};
@@ -66,11 +73,6 @@ std::vector<at::Tensor> AlphaSlopes::parameters() const {
   p.reserve(alpha_.size());
   for (const auto& kv : alpha_) p.push_back(kv.second.alpha);
   return p;
-}
-
-void AlphaSlopes::project() {
-  c10::NoGradGuard no_grad;
-  for (auto& kv : alpha_) kv.second.alpha.clamp_(0.0, 1.0);
 }
 
 at::Tensor AlphaSlopes::get(int start, int node) const {
@@ -192,7 +194,6 @@ AlphaResult alpha_crown(const BoundGraph& g, const InputBox& box, const at::Tens
       }
       loss.backward();
       adam.step(params);
-      slopes.project();
       adam.decay(alpha.lr_decay);
     }
     (lower_side ? result.bounds.lower : result.bounds.upper) = best;

@@ -105,6 +105,12 @@ Interval CrownEngine::refine(int i, const Interval& reference) {
     return {at::maximum(c.lower, lo).reshape(reference.lower.sizes()),
             at::minimum(c.upper, hi).reshape(reference.upper.sizes())};
   }
+  if (!g_.feeds_splittable(i)) {
+    // Before an S-shaped function every neuron gets CROWN bounds, not intersected with the
+    // reference (as auto_LiRPA): stability at zero does not make its relaxation exact.
+    const Interval c = neuron_rows(i, at::arange(n, index_options()));
+    return {c.lower.reshape(reference.lower.sizes()), c.upper.reshape(reference.upper.sizes())};
+  }
   // Unstable under the reference in any batch element: [n] mask.
   const at::Tensor unstable = ((lo < 0) & (hi > 0)).any(0);
   const at::Tensor rows = unstable.nonzero().reshape({-1});

@@ -10,6 +10,7 @@ namespace distcrown::ops {
   FAMILY(linear)    /* Gemm, MatMul */                                           \
   FAMILY(relu)      /* Relu */                                                   \
   FAMILY(sign)      /* Sign */                                                   \
+  FAMILY(s_shaped)  /* Sigmoid, Tanh */                                          \
   FAMILY(conv)      /* Conv */                                                   \
   FAMILY(reshape)   /* Flatten, Reshape, Shape, Squeeze, Unsqueeze, Transpose */ \
   FAMILY(add_sub)   /* Add, Sub */                                               \

@@ -67,7 +67,7 @@ class BoundRelu final : public BoundNode {
     return backward_relaxed(a, bounds, bias, RelaxParams{});
   }
 
-  at::Tensor initial_slopes(const Interval& in) const override {
+  at::Tensor initial_relaxation_params(const Interval& in) const override {
     return relu_relaxation(in).lower_d;  // [B, *shape]
   }
 

@@ -40,6 +40,10 @@ class BoundGraph {
 
   /// True when some consumer of node i relaxes a nonlinearity and so needs bounds on i.
   [[nodiscard]] bool is_pre_activation(int i) const;
+  /// True when node i feeds a splittable nonlinearity (ReLU) first: its neurons stable under a
+  /// reference interval are exact there, so CROWN rows are needed only for the unstable ones
+  /// (auto_LiRPA's sparse intermediate bounds, which it applies before a ReLU only).
+  [[nodiscard]] bool feeds_splittable(int i) const;
   /// True when IBP is exact at node i: it is an affine function of the input through
   /// single-input affine nodes, at most one of which mixes elements (Linear/Conv).
   [[nodiscard]] bool affine_from_input(int i) const { return affine_from_input_.at(size_t(i)); }

@@ -20,11 +20,13 @@
 
 namespace distcrown {
 
-/// Optimisable relaxation parameters of one node in one backward pass (α-/β-CROWN). Each tensor
-/// broadcasts against that side's A ([spec, batch, *shape]); undefined = CROWN's choice / none.
+/// Optimisable relaxation parameters of one node in one backward pass (α-/β-CROWN); undefined =
+/// CROWN's choice / none. α of a side is [spec, *P] where P = initial_relaxation_params(in)'s
+/// shape: [batch, *shape] for one parameter per neuron (ReLU's lower slope), [k, batch, *shape]
+/// for k per neuron (an S-shaped function's tangent points). β broadcasts against A.
 struct RelaxParams {
-  at::Tensor alpha_l;  // lower-line slopes used where the lA side takes the lower line
-  at::Tensor alpha_u;  // lower-line slopes used where the uA side takes the lower line
+  at::Tensor alpha_l;  // parameters of the rows of the lA side
+  at::Tensor alpha_u;  // parameters of the rows of the uA side
   at::Tensor beta_l;   // β·s added to the input's lA: split multipliers times split signs
   at::Tensor beta_u;   // the same for uA (subtracted: max f − β·s·z)
 };
@@ -56,8 +58,9 @@ struct OpTraits {
   bool dense_matrix = false;
   /// The relaxation needs the bounds of the inputs (every nonlinearity).
   bool needs_input_bounds = false;
-  /// The relaxation has optimisable parameters (α-CROWN's lower slopes): initial_slopes() gives
-  /// CROWN's choice and backward_relaxed() applies RelaxParams.
+  /// The relaxation has optimisable parameters (α-CROWN's lower slopes, tangent points):
+  /// initial_relaxation_params() gives CROWN's choice, project_relaxation_params() keeps them
+  /// sound and backward_relaxed() applies RelaxParams.
   bool relaxation_params = false;
   /// Branch and bound may split the node's input neurons at zero (x ≤ 0 | x ≥ 0), which makes
   /// the node exact on each side (ReLU). β multipliers enter through backward_relaxed().
@@ -87,8 +90,13 @@ class BoundNode {
   [[nodiscard]] virtual OpTraits traits() const { return {}; }
   [[nodiscard]] bool needs_input_bounds() const { return traits().needs_input_bounds; }
   [[nodiscard]] bool has_relaxation_params() const { return traits().relaxation_params; }
-  /// CROWN's lower-line slopes for input bounds `in` ([batch, *shape]): the initial α.
-  [[nodiscard]] virtual at::Tensor initial_slopes(const Interval& in) const;
+  /// CROWN's relaxation parameters for input bounds `in` ([batch, *shape]), the initial α:
+  /// [batch, *shape] (one per neuron) or [k, batch, *shape].
+  [[nodiscard]] virtual at::Tensor initial_relaxation_params(const Interval& in) const;
+  /// Projects stored parameters `alpha` ([2, rows, *P], P as above; both sides, every row of a
+  /// start) in place onto the set that is sound for the current input bounds `in`; called
+  /// without autograd before every use, as auto_LiRPA clips its α. Default: [0, 1] (slopes).
+  virtual void project_relaxation_params(at::Tensor& alpha, const Interval& in) const;
   /// backward() with the given slopes and split multipliers.
   [[nodiscard]] virtual std::vector<BoundA> backward_relaxed(
       const BoundA& a, std::span<const Interval* const> bounds, BiasPair& bias,

@@ -1,9 +1,12 @@
 #pragma once
-// α-CROWN (Xu et al. 2021), with auto_LiRPA's semantics (../shared/fixtures/README.md): the lower
-// slopes α of every unstable ReLU neuron are variables, one tensor per (start node, ReLU node)
-// shaped [2, rows(start), batch, *relu_shape] (index 0 used by lA, 1 by uA; rows = neurons of an
-// intermediate start, spec rows of the output), initialised to CROWN's slopes and optimised by
-// Adam with projection to [0, 1], gradients by autograd through the whole backward computation.
+// α-CROWN (Xu et al. 2021), with auto_LiRPA's semantics (../shared/fixtures/README.md): the
+// relaxation parameters α of every node that has them (a ReLU's lower slopes, an S-shaped
+// function's tangent points) are variables, one tensor per (start node, node) shaped
+// [2, rows(start), *P] (index 0 used by lA, 1 by uA; rows = neurons of an intermediate start, spec
+// rows of the output; P = [batch, *shape] or [k, batch, *shape]), initialised to CROWN's choice and
+// optimised by Adam, projected before each use onto the sound set (BoundNode::
+// project_relaxation_params: [0, 1] for slopes), gradients by autograd through the whole backward
+// computation.
 // Upper and lower output bounds are optimised separately (upper first); every iteration recomputes
 // the intermediate bounds with the current α: CROWN rows for the neurons unstable under the
 // reference, the reference's bounds for the others. The reference is auto_LiRPA's
@@ -59,9 +62,8 @@ class AlphaSlopes final : public RelaxationHook {
 
   /// Leaf tensors, in a fixed order.
   [[nodiscard]] std::vector<at::Tensor> parameters() const;
-  /// Projects every α onto [0, 1].
-  void project();
-  /// α of (start, node), [2, rows, batch, *shape]; undefined when never used.
+  /// α of (start, node), [2, rows, *P] (P: the node's initial_relaxation_params shape);
+  /// undefined when never used. Each use first projects it (project_relaxation_params).
   [[nodiscard]] at::Tensor get(int start, int node) const;
   /// Bytes held by the α tensors.
   [[nodiscard]] int64_t bytes() const;
@@ -73,7 +75,7 @@ class AlphaSlopes final : public RelaxationHook {
   [[nodiscard]] int64_t positions_per_row(int start) const;
 
   struct Slopes {
-    at::Tensor alpha;  // [2, rows, B, *shape]
+    at::Tensor alpha;  // [2, rows, *P]
     int64_t per_row = 1;
   };
   std::vector<std::optional<Interval>> init_;
