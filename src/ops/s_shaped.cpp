@@ -17,6 +17,7 @@
 #include <ATen/ATen.h>
 
 #include "distcrown/ops/monotone.hpp"
+#include "elementwise_lines.hpp"
 
 namespace distcrown::ops {
 namespace {
@@ -122,12 +123,6 @@ Lookup look_up(const at::Tensor& table, const at::Tensor& b) {
   return {point.reshape(b.sizes()), inside};
 }
 
-// Linear bounds k·x + b on y = f(x), per neuron; [batch, *shape], or [rows, batch, *shape] when
-// the tangent points are per row (α-CROWN).
-struct Lines {
-  at::Tensor lower_k, lower_b, upper_k, upper_b;
-};
-
 // Index of each tangent point in P = [4, batch, *shape].
 enum TangentPoint : int64_t { kPos = 0, kNeg = 1, kBothLower = 2, kBothUpper = 3 };
 
@@ -167,17 +162,8 @@ class BoundSShaped final : public MonotoneElementwise {
   std::vector<BoundA> backward_relaxed(const BoundA& a, std::span<const Interval* const> bounds,
                                        BiasPair& bias, const RelaxParams& p) const override {
     const Interval& pre = *bounds[0];
-    BoundA out;
-    // Lower bound: positive coefficients take the lower line, negative ones the upper line.
-    if (a.lA.defined()) {
-      const Lines l = lines(pre, p.alpha_l);
-      out.lA = relax_side(a.lA, l.lower_k, l.lower_b, l.upper_k, l.upper_b, bias.lower);
-    }
-    if (a.uA.defined()) {
-      const Lines l = lines(pre, p.alpha_u);
-      out.uA = relax_side(a.uA, l.upper_k, l.upper_b, l.lower_k, l.lower_b, bias.upper);
-    }
-    return {out};
+    return {relax_elementwise(a, bias, p.alpha_l, p.alpha_u,
+                              [&](const at::Tensor& tp) { return lines(pre, tp); })};
   }
 
  private:
@@ -192,7 +178,7 @@ class BoundSShaped final : public MonotoneElementwise {
 
   // The relaxation for bounds `pre`, with tangent points `tp` ([rows, 4, B, *shape], projected)
   // or CROWN's when undefined.
-  Lines lines(const Interval& pre, const at::Tensor& tp) const {
+  ElementwiseLines lines(const Interval& pre, const at::Tensor& tp) const {
     const at::Tensor& l = pre.lower;
     const at::Tensor& u = pre.upper;
     const at::Tensor yl = apply(l);
@@ -226,7 +212,7 @@ class BoundSShaped final : public MonotoneElementwise {
     const auto [neg_k, neg_b] = tangent(t_neg);
     const auto [bl_k, bl_b] = tangent(t_bl);
     const at::Tensor lower_chord = pos | (both & (chord_k < s_slope(s_, l)));
-    Lines out;
+    ElementwiseLines out;
     out.lower_k = at::where(
         neg, neg_k, at::where(lower_chord, chord_k, at::where(r.d_lower.inside, bl_k, zero)));
     out.lower_b = at::where(neg, neg_b,
@@ -240,24 +226,6 @@ class BoundSShaped final : public MonotoneElementwise {
     out.upper_b = at::where(pos, pos_b,
                             at::where(upper_chord, chord_b, at::where(r.d_upper.inside, bu_b, yu)));
     return out;
-  }
-
-  // A [S, B, *shape] -> A⁺·k_pos + A⁻·k_neg, and A⁺·b_pos + A⁻·b_neg into the bias. The lines are
-  // [B, *shape] (CROWN) or [S, B, *shape] (α per row).
-  static at::Tensor relax_side(const at::Tensor& A, const at::Tensor& k_pos,
-                               const at::Tensor& b_pos, const at::Tensor& k_neg,
-                               const at::Tensor& b_neg, at::Tensor& bias) {
-    const at::Tensor pos = A.clamp_min(0);
-    const at::Tensor neg = A - pos;  // as ops/relu.cpp: A == 0 counts as positive for autograd
-    accumulate(bias, row_dot(pos, b_pos));
-    accumulate(bias, row_dot(neg, b_neg));
-    return pos * k_pos + neg * k_neg;
-  }
-
-  // Σ over the node dims of A ⊙ x -> [S, B], x [B, *shape] or [S, B, *shape].
-  static at::Tensor row_dot(const at::Tensor& A, const at::Tensor& x) {
-    if (x.dim() < A.dim()) return contract(A, x);
-    return (A * x).reshape({A.size(0), A.size(1), -1}).sum(2);
   }
 
   SShape s_;
