@@ -63,6 +63,25 @@ inline std::vector<std::filesystem::path> reference_files() {
   return out;
 }
 
+/// The cases of fixtures/refs/ops (networks beyond ReLU) whose operators this library has: the
+/// reference tests check them as they check refs/*.json, and their models must load. A case
+/// joins this list when its operators land.
+inline const std::vector<std::string>& supported_ops_cases() {
+  static const std::vector<std::string> names{"verivital_avgpool_prop_0"};
+  return names;
+}
+
+/// The JSON files of supported_ops_cases() (none, and a failure when required, without the
+/// fixtures).
+inline std::vector<std::filesystem::path> ops_reference_files() {
+  std::vector<std::filesystem::path> out;
+  if (!check_fixtures_present()) return out;
+  for (const std::string& name : supported_ops_cases()) {
+    out.push_back(fixtures_dir() / "refs" / "ops" / (name + ".json"));
+  }
+  return out;
+}
+
 inline nlohmann::json read_json(const std::filesystem::path& p) {
   std::ifstream in(p);
   return nlohmann::json::parse(in);
