@@ -23,6 +23,7 @@
 
 #include "distcrown/graph/bound_graph.hpp"
 #include "distcrown/io/onnx_loader.hpp"
+#include "distcrown/methods/alpha_crown.hpp"
 #include "distcrown/methods/compute_bounds.hpp"
 #include "distcrown/ops/avg_pool.hpp"
 #include "distcrown/ops/max_pool.hpp"
@@ -284,6 +285,35 @@ TEST(MaxPool, TiedZeroWidthWindowsAreExact) {
   const at::Tensor want_hi = at::tensor({1.5, 1.5, 4.0, 1.5}, at::kDouble);
   EXPECT_TRUE(at::equal(crown.lower.reshape({-1}), want_lo)) << crown.lower;
   EXPECT_TRUE(at::equal(crown.upper.reshape({-1}), want_hi)) << crown.upper;
+}
+
+// α-CROWN through MaxPools (no optimisable parameters of their own; their input bounds carry
+// the gradient of the ReLU slopes before them): sound at sampled points, never looser than CROWN.
+TEST(MaxPool, AlphaCrownThroughItIsSoundAndNoLooserThanCrown) {
+  Rng rng(6);
+  testing::Net n({1, 2, 7, 7}, rng);
+  const int c1 = n.relu(n.conv(n.input(), 3, 3, {{1, 1}, {1, 1}, {1, 1}}));
+  const int p1 = n.add(ops::make_max_pool({{3, 3}, {1, 1}, {1, 0, 1, 1}}), {c1});  // overlapping
+  const int c2 = n.conv(p1, 3, 2, {});  // a MaxPool fed by a Conv: a non-ReLU pre-activation
+  const int p2 = n.add(ops::make_max_pool({{2, 2}, {2, 2}, {0, 0, 0, 0}}), {c2});
+  const BoundGraph g = n.finish(n.linear(n.relu(n.linear(n.flatten(p2), 6)), 3));
+  const at::Tensor centre = rng.normal({1, 2, 7, 7});
+  const InputBox box{centre - 0.3, centre + 0.3};
+  const Interval crown = compute_bounds(g, box, Method::kCrown);
+  AlphaOptions ao;
+  ao.iterations = 10;
+  const Interval alpha = alpha_crown(g, box, at::Tensor(), ao).bounds;
+  const double tol = 1e-4;
+  EXPECT_GE((alpha.lower - crown.lower).min().item<double>(), -tol);
+  EXPECT_LE((alpha.upper - crown.upper).max().item<double>(), tol);
+  EXPECT_TRUE(at::isfinite(alpha.lower).all().item<bool>());
+  c10::NoGradGuard no_grad;
+  const Interval b{box.lower.to(at::kDouble), box.upper.to(at::kDouble)};
+  const at::Tensor y = testing::outputs(g, points_in(rng, b, 2000).to(at::kFloat), {});
+  EXPECT_LE((alpha.lower - y).max().item<double>(), tol) << "alpha-CROWN lower above a sample";
+  EXPECT_LE((y - alpha.upper).max().item<double>(), tol) << "alpha-CROWN upper below a sample";
+  EXPECT_LE((crown.lower - y).max().item<double>(), tol) << "CROWN lower above a sample";
+  EXPECT_LE((y - crown.upper).max().item<double>(), tol) << "CROWN upper below a sample";
 }
 
 // ---------------------------------------------------------------------------------------------
