@@ -2,7 +2,9 @@
 // wide MLPs the reference paper measured (input 784, batch 1, Linf eps 0.02, random weights with
 // a fixed seed), with and without --crown-batch-size. Prints one table.
 //
-//   build/bin/bench_bounds [--fixtures DIR] [--repeat R] [--chunk N] [--only fixtures|wide]
+//   build/bin/bench_bounds [--fixtures DIR] [--repeat R] [--chunk N] [--only fixtures|wide|ops]
+//                          [--ops-case NAME ...]
+// --only ops measures the refs/ops cases named by --ops-case (networks beyond ReLU) alone.
 //
 // Memory is live tensor bytes (counting allocator): baseline after loading, peak during bounding.
 #include <algorithm>
@@ -91,25 +93,14 @@ double max_relative_deviation(const Interval& b, const nlohmann::json& ref) {
 
 // Every reference case: our time (median of `repeat`) against auto_LiRPA's compute_bounds time
 // recorded with the reference (same kind of 2-core machine, 1 thread), agreement, and memory.
-void print_fixture_table(const std::string& fixtures, int repeat) {
+void print_fixture_table(const std::string& fixtures, int repeat,
+                         const std::vector<std::filesystem::path>& files) {
   namespace fs = std::filesystem;
   std::printf("| %-26s | %-5s | %9s | %13s | %7s | %13s | %9s |\n", "case", "method", "median s",
               "auto_LiRPA s", "speedup", "max rel. dev.", "peak MB");
   std::printf(
       "|----------------------------|-------|-----------|---------------|---------|"
       "---------------|-----------|\n");
-  // refs/*.json (ReLU networks), then refs/ops/*.json (networks beyond ReLU).
-  std::vector<fs::path> files;
-  for (const fs::path& dir : {fs::path(fixtures) / "refs", fs::path(fixtures) / "refs" / "ops"}) {
-    std::vector<fs::path> here;
-    if (fs::is_directory(dir)) {
-      for (const auto& e : fs::directory_iterator(dir)) {
-        if (e.path().extension() == ".json") here.push_back(e.path());
-      }
-    }
-    std::sort(here.begin(), here.end());
-    files.insert(files.end(), here.begin(), here.end());
-  }
   for (const auto& f : files) {
     std::ifstream in(f);
     const auto ref = nlohmann::json::parse(in);
@@ -159,7 +150,9 @@ int main(int argc, char** argv) {
   app.add_option("--fixtures", fixtures, "fixtures folder")->capture_default_str();
   app.add_option("--repeat", repeat, "runs per configuration (median reported)");
   app.add_option("--chunk", chunk, "--crown-batch-size used for the chunked rows");
-  app.add_option("--only", only, "fixtures or wide");
+  std::vector<std::string> ops_cases;
+  app.add_option("--only", only, "fixtures, wide or ops");
+  app.add_option("--ops-case", ops_cases, "a case of refs/ops (with --only ops)");
   app.add_option("--threads", threads, "torch intra-op threads");
   CLI11_PARSE(app, argc, argv);
   at::set_num_threads(threads);
@@ -169,8 +162,21 @@ int main(int argc, char** argv) {
     if (!fs::is_directory(fs::path(fixtures) / "refs")) {
       std::printf("(fixtures not found at %s: skipped)\n", fixtures.c_str());
     } else {
-      print_fixture_table(fixtures, repeat);
+      std::vector<fs::path> files;
+      for (const auto& e : fs::directory_iterator(fs::path(fixtures) / "refs")) {
+        if (e.path().extension() == ".json") files.push_back(e.path());
+      }
+      std::sort(files.begin(), files.end());
+      print_fixture_table(fixtures, repeat, files);
     }
+  }
+  if (only == "ops") {
+    std::vector<fs::path> files;
+    files.reserve(ops_cases.size());
+    for (const std::string& name : ops_cases) {
+      files.push_back(fs::path(fixtures) / "refs" / "ops" / (name + ".json"));
+    }
+    print_fixture_table(fixtures, repeat, files);
   }
   if (only.empty() || only == "wide") {
     std::printf("\n| %-28s | %-5s | %6s | %9s | %11s | %9s | %-18s |\n", "model", "method", "chunk",

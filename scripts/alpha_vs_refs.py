@@ -5,6 +5,7 @@ reference's alpha_crown by more than 1e-3·|ref|, the worst relative and absolut
 any bound is looser than the reference's CROWN, and soundness against the sampled outputs.
 
   python3 scripts/alpha_vs_refs.py [--all]     # --all adds the cifar10 ResNet cases
+  python3 scripts/alpha_vs_refs.py --ops NAME  # only the case refs/ops/NAME.json (beyond ReLU)
 """
 import glob
 import json
@@ -26,7 +27,10 @@ def main():
           "| tighter than ref | looser than CROWN | unsound |")
     print("|---|---|---|---|---|---|---|---|")
     bad = 0
-    for rf in sorted(glob.glob(os.path.join(F, "refs", "*.json"))):
+    files = sorted(glob.glob(os.path.join(F, "refs", "*.json")))
+    if "--ops" in sys.argv:
+        files = [os.path.join(F, "refs", "ops", sys.argv[sys.argv.index("--ops") + 1] + ".json")]
+    for rf in files:
         if "resnet" in rf and "--all" not in sys.argv:
             continue
         r = json.load(open(rf))

@@ -44,6 +44,7 @@ namespace {
 using io::attr_float;
 using io::attr_int;
 using io::attr_ints;
+using io::attr_string;
 using io::OnnxModel;
 
 struct Case {
@@ -57,8 +58,9 @@ void add_node(OnnxModel& m, const std::string& name, const std::string& op,
   m.nodes.push_back({name, op, "", std::move(in), {name}, std::move(attrs)});
 }
 
-// x [1, 2, 4, 4] -> Conv 2->3 k3 p1 -> BatchNorm -> Relu -> Transpose(0,1,3,2) -> Flatten ->
-// Gemm 48->8 -> Sign -> Mul c -> Div d -> Sub e -> Add(skip) -> Gemm 8->3 -> Neg -> Reshape [1,3].
+// x [1, 2, 4, 4] -> Conv 2->3 k3 p1 -> BatchNorm -> Relu -> Pad 1 -> MaxPool k2 -> AveragePool k2
+// -> Transpose(0,1,3,2) -> Flatten -> Gemm 48->8 -> Sign -> Mul c -> Div d -> Sub e -> Add(skip) ->
+// Gemm 8->3 -> Neg -> Reshape [1,3].
 OnnxModel base_model() {
   at::manual_seed(0);
   OnnxModel m;
@@ -81,12 +83,18 @@ OnnxModel base_model() {
   init("e", at::randn({8}));
   init("W2", at::randn({3, 8}));
   init("shape", at::tensor({1, 3}, at::kLong));
+  init("pads", at::tensor({0, 0, 1, 1, 0, 0, 1, 1}, at::kLong));
   add_node(m, "conv", "Conv", {"x", "Wc", "bc"},
            {attr_ints("pads", {1, 1, 1, 1}), attr_ints("strides", {1, 1})});
   add_node(m, "bn", "BatchNormalization", {"conv", "g", "be", "mu", "var"},
            {attr_float("epsilon", 1e-5)});
   add_node(m, "relu", "Relu", {"bn"});
-  add_node(m, "tr", "Transpose", {"relu"}, {attr_ints("perm", {0, 1, 3, 2})});
+  add_node(m, "pad", "Pad", {"relu", "pads"}, {attr_string("mode", "constant")});
+  add_node(m, "maxpool", "MaxPool", {"pad"},
+           {attr_ints("kernel_shape", {2, 2}), attr_ints("strides", {1, 1})});
+  add_node(m, "avgpool", "AveragePool", {"maxpool"},
+           {attr_ints("kernel_shape", {2, 2}), attr_ints("pads", {0, 0, 0, 0})});
+  add_node(m, "tr", "Transpose", {"avgpool"}, {attr_ints("perm", {0, 1, 3, 2})});
   add_node(m, "flat", "Flatten", {"tr"}, {attr_int("axis", 1)});
   add_node(m, "fc1", "Gemm", {"flat", "W1", "b1"}, {attr_int("transB", 1)});
   add_node(m, "sign", "Sign", {"fc1"});
@@ -299,12 +307,14 @@ class Mutator {
         break;
       }
       case 3: {  // an operator type
-        static const char* ops[] = {
-            "Relu",      "Sign",      "Gemm",     "MatMul", "Conv",    "Add",
-            "Sub",       "Mul",       "Div",      "Neg",    "Flatten", "Reshape",
-            "Transpose", "Identity",  "Constant", "Gather", "Concat",  "Slice",
-            "Squeeze",   "Unsqueeze", "Shape",    "Cast",   "Dropout", "BatchNormalization",
-            "Sigmoid",   "MaxPool"};
+        static const char* ops[] = {"Relu",      "Sign",     "Gemm",        "MatMul",
+                                    "Conv",      "Add",      "Sub",         "Mul",
+                                    "Div",       "Neg",      "Flatten",     "Reshape",
+                                    "Transpose", "Identity", "Constant",    "Gather",
+                                    "Concat",    "Slice",    "Squeeze",     "Unsqueeze",
+                                    "Shape",     "Cast",     "Dropout",     "BatchNormalization",
+                                    "Sigmoid",   "MaxPool",  "AveragePool", "GlobalAveragePool",
+                                    "Pad"};
         m.nodes[size_t(below(int64_t(m.nodes.size())))].op_type = ops[below(std::size(ops))];
         break;
       }

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <iomanip>
 #include <optional>
 #include <sstream>
@@ -334,11 +335,14 @@ TEST(AlphaCrown, RejectsBadOptions) {
   EXPECT_ANY_THROW(alpha_crown(g, box, at::Tensor(), ao));
 }
 
-// auto_LiRPA's references: every case (MLPs, the oval21 CNN and the ResNet; ~25 s in all).
+// auto_LiRPA's references: every case (MLPs, the oval21 CNN and the ResNet; ~25 s in all) and
+// the refs/ops cases whose operators exist (testing::supported_ops_cases()).
 TEST(AlphaCrownReference, EveryCaseMatchesAutoLirpa) {
   DISTCROWN_REQUIRE_FIXTURES();
   int cases = 0;
-  for (const auto& f : testing::reference_files()) {
+  std::vector<std::filesystem::path> files = testing::reference_files();
+  for (const auto& f : testing::ops_reference_files()) files.push_back(f);
+  for (const auto& f : files) {
     const std::string name = f.stem().string();
     SCOPED_TRACE(name);
     ++cases;

@@ -32,7 +32,9 @@ struct Model {
 
 std::vector<Model> fixture_models() {
   std::vector<Model> out;
-  for (const auto& f : testing::reference_files()) {
+  std::vector<std::filesystem::path> files = testing::reference_files();
+  for (const auto& f : testing::ops_reference_files()) files.push_back(f);
+  for (const auto& f : files) {
     const auto ref = testing::read_json(f);
     std::ifstream in(testing::fixtures_dir() / ref["model"].get<std::string>(), std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

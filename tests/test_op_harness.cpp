@@ -37,10 +37,13 @@
 #include "distcrown/methods/compute_bounds.hpp"
 #include "distcrown/methods/options.hpp"
 #include "distcrown/ops/add_sub.hpp"
+#include "distcrown/ops/avg_pool.hpp"
 #include "distcrown/ops/batchnorm.hpp"
 #include "distcrown/ops/conv.hpp"
 #include "distcrown/ops/linear.hpp"
+#include "distcrown/ops/max_pool.hpp"
 #include "distcrown/ops/mul_div.hpp"
+#include "distcrown/ops/pad.hpp"
 #include "distcrown/ops/relu.hpp"
 #include "distcrown/ops/reshape.hpp"
 #include "distcrown/sharding/sharded_param.hpp"
@@ -206,6 +209,75 @@ const std::vector<OpCase>& op_cases() {
          const int t = n.add(ops::make_transpose({0, 3, 1, 2}), {n.input()});
          return n.finish(n.linear(t, 2));
        }},
+      {"AveragePool",
+       [](Rng& r) {
+         // x [1, 2, 7, 7] -> AveragePool 3x3 stride 2, pads (top 1, left 0, bottom 1, right 1)
+         // counted -> [1, 2, 4, 3] -> Flatten.
+         Net n({1, 2, 7, 7}, r);
+         const int p =
+             n.add(ops::make_average_pool({{3, 3}, {2, 2}, {1, 0, 1, 1}}, true), {n.input()});
+         return n.finish(n.flatten(p));
+       }},
+      {"AveragePoolExcludePad",
+       [](Rng& r) {
+         // x [1, 2, 6, 5] -> AveragePool 3x2 stride (2, 1), pads (1, 1, 2, 0), padding not
+         // counted (the divisor varies per window) -> [1, 2, 4, 5] -> Flatten.
+         Net n({1, 2, 6, 5}, r);
+         const int p =
+             n.add(ops::make_average_pool({{3, 2}, {2, 1}, {1, 1, 2, 0}}, false), {n.input()});
+         return n.finish(n.flatten(p));
+       }},
+      {"GlobalAveragePool",
+       [](Rng& r) {
+         // x [1, 3, 4, 5] -> GlobalAveragePool [1, 3, 1, 1] -> Flatten.
+         Net n({1, 3, 4, 5}, r);
+         return n.finish(n.flatten(n.add(ops::make_global_average_pool(), {n.input()})));
+       }},
+      {"ConvReluPadAveragePool",
+       [](Rng& r) {
+         // The verivital network's shape: x [1, 1, 6, 6] -> Conv 2x2 (3 channels) -> Relu ->
+         // Pad 0 -> AveragePool 2x2 stride 2 -> [1, 3, 2, 2] -> Flatten -> Linear 12->3.
+         Net n({1, 1, 6, 6}, r);
+         const int h = n.relu(n.conv(n.input(), 3, 2, {}));
+         const int p = n.add(ops::make_pad({0, 0, 0, 0}, 0.0), {h});
+         const int a = n.add(ops::make_average_pool({{2, 2}, {2, 2}, {0, 0, 0, 0}}, false), {p});
+         return n.finish(n.linear(n.flatten(a), 3));
+       }},
+      {"Pad",
+       [](Rng& r) {
+         // x [1, 2, 3, 4] -> Pad value 0.7: last dim (+2, -1), dim 2 (-1, +1), dim 1 (+1, 0)
+         // (negative = cropped) -> [1, 3, 3, 5] -> Flatten -> Linear 45->4.
+         Net n({1, 2, 3, 4}, r);
+         const int p = n.add(ops::make_pad({2, -1, -1, 1, 1, 0}, 0.7), {n.input()});
+         return n.finish(n.linear(n.flatten(p), 4));
+       }},
+      {"MaxPool",
+       [](Rng& r) {
+         // x [1, 2, 6, 6] -> Conv 3x3 pad 1 -> MaxPool 2x2 stride 2 -> [1, 2, 3, 3] -> Flatten
+         // -> Linear 18->3.
+         Net n({1, 2, 6, 6}, r);
+         const int c = n.conv(n.input(), 2, 3, {{1, 1}, {1, 1}, {1, 1}});
+         const int p = n.add(ops::make_max_pool({{2, 2}, {2, 2}, {0, 0, 0, 0}}), {c});
+         return n.finish(n.linear(n.flatten(p), 3));
+       }},
+      {"MaxPoolOverlapping",
+       [](Rng& r) {
+         // Overlapping windows, asymmetric padding: x [1, 2, 6, 6] -> Conv 3x3 pad 1 ->
+         // MaxPool 3x3 stride 1, pads (1, 0, 1, 1) -> [1, 2, 6, 5] -> Flatten -> Linear 60->3.
+         Net n({1, 2, 6, 6}, r);
+         const int c = n.conv(n.input(), 2, 3, {{1, 1}, {1, 1}, {1, 1}});
+         const int p = n.add(ops::make_max_pool({{3, 3}, {1, 1}, {1, 0, 1, 1}}), {c});
+         return n.finish(n.linear(n.flatten(p), 3));
+       }},
+      {"MaxPoolStrideAboveKernel",
+       [](Rng& r) {
+         // x [1, 2, 7, 7] -> Conv 3x3 pad 1 -> Relu -> MaxPool 2x2 stride 3 (inputs skipped)
+         // -> [1, 2, 2, 2] -> Flatten -> Linear 8->3.
+         Net n({1, 2, 7, 7}, r);
+         const int c = n.relu(n.conv(n.input(), 2, 3, {{1, 1}, {1, 1}, {1, 1}}));
+         const int p = n.add(ops::make_max_pool({{2, 2}, {3, 3}, {0, 0, 0, 0}}), {c});
+         return n.finish(n.linear(n.flatten(p), 3));
+       }},
   };
   return cases;
 }
@@ -353,10 +425,19 @@ TEST(OpHarnessCases, AffineCasesHaveExactIbp) {
   for (const OpCase& c : op_cases()) {
     Rng rng(seed_of(c.name));
     const BoundGraph g = c.build(rng);
-    // Cases with a nonlinearity or two paths from the input (Add, Sub).
-    static const std::set<std::string> inexact{
-        "Relu", "ConvRelu",      "Sign", "Sigmoid", "SigmoidSaturated",
-        "Tanh", "TanhSaturated", "Add",  "Sub"};
+    static const std::set<std::string> inexact{"Relu",
+                                               "ConvRelu",
+                                               "Sign",
+                                               "Sigmoid",
+                                               "SigmoidSaturated",
+                                               "Tanh",
+                                               "TanhSaturated",
+                                               "Add",
+                                               "Sub",
+                                               "ConvReluPadAveragePool",
+                                               "MaxPool",
+                                               "MaxPoolOverlapping",
+                                               "MaxPoolStrideAboveKernel"};
     const bool want = inexact.count(c.name) == 0;
     EXPECT_EQ(g.affine_from_input(g.output()), want) << c.name;
   }

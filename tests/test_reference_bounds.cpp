@@ -1,4 +1,5 @@
-// Agreement with auto_LiRPA (fixtures/refs): IBP and CROWN bounds within max(1e-4·|ref|, 1e-5),
+// Agreement with auto_LiRPA (fixtures/refs, and the refs/ops cases of
+// testing::supported_ops_cases()): IBP and CROWN bounds within max(1e-4·|ref|, 1e-5),
 // the forward pass at the box centre within 1e-5·max(1, |y|) of a float64 ONNX evaluation, and
 // every bound sound against the sampled output ranges stored with the reference.
 #include <ATen/ATen.h>
@@ -51,44 +52,70 @@ void expect_sound(const Interval& b, const nlohmann::json& sampled, const std::s
   }
 }
 
+// IBP and CROWN within max(1e-4·|ref|, 1e-5) of the reference, both sound against its sampled
+// output ranges.
+void check_ibp_and_crown(const std::filesystem::path& f) {
+  c10::NoGradGuard no_grad;
+  Case c = load_case(f);
+  const Interval ibp = compute_bounds(c.graph, c.box, Method::kIbp);
+  expect_close(ibp.lower, c.ref["ibp"]["lower"], c.name + " ibp lower");
+  expect_close(ibp.upper, c.ref["ibp"]["upper"], c.name + " ibp upper");
+  const Interval crown = compute_bounds(c.graph, c.box, Method::kCrown);
+  expect_close(crown.lower, c.ref["crown"]["lower"], c.name + " crown lower");
+  expect_close(crown.upper, c.ref["crown"]["upper"], c.name + " crown upper");
+  for (const char* key : {"sampled", "sampled_vertices"}) {
+    expect_sound(ibp, c.ref[key], c.name + " ibp vs " + key);
+    expect_sound(crown, c.ref[key], c.name + " crown vs " + key);
+  }
+}
+
+// The forward pass at the box centre within 1e-5·max(1, |y|) of the float64 ONNX evaluation.
+void check_forward_at_centre(const std::filesystem::path& f) {
+  c10::NoGradGuard no_grad;
+  Case c = load_case(f);
+  // The stored bounds are float32 values, so reading them as float64 loses nothing.
+  const Interval box = testing::reference_box(c.ref, at::kDouble);
+  const at::Tensor centre = (box.lower + box.upper) / 2;
+  c.graph.to_dtype(at::kDouble);
+  const at::Tensor y = c.graph.forward(centre).reshape({-1});
+  const auto ref = c.ref["center_output"]["values"].get<std::vector<double>>();
+  ASSERT_EQ(y.numel(), int64_t(ref.size()));
+  for (size_t i = 0; i < ref.size(); ++i) {
+    EXPECT_NEAR(y[int64_t(i)].item<double>(), ref[i], 1e-5 * std::max(1.0, std::abs(ref[i])))
+        << "output " << i;
+  }
+}
+
 TEST(ReferenceBounds, IbpAndCrownMatchAutoLirpa) {
   DISTCROWN_REQUIRE_FIXTURES();
-  c10::NoGradGuard no_grad;
   const auto files = testing::reference_files();
   ASSERT_FALSE(files.empty());
   for (const auto& f : files) {
     SCOPED_TRACE(f.filename().string());
-    Case c = load_case(f);
-    const Interval ibp = compute_bounds(c.graph, c.box, Method::kIbp);
-    expect_close(ibp.lower, c.ref["ibp"]["lower"], c.name + " ibp lower");
-    expect_close(ibp.upper, c.ref["ibp"]["upper"], c.name + " ibp upper");
-    const Interval crown = compute_bounds(c.graph, c.box, Method::kCrown);
-    expect_close(crown.lower, c.ref["crown"]["lower"], c.name + " crown lower");
-    expect_close(crown.upper, c.ref["crown"]["upper"], c.name + " crown upper");
-    for (const char* key : {"sampled", "sampled_vertices"}) {
-      expect_sound(ibp, c.ref[key], c.name + " ibp vs " + key);
-      expect_sound(crown, c.ref[key], c.name + " crown vs " + key);
-    }
+    check_ibp_and_crown(f);
+  }
+}
+
+// The refs/ops cases whose operators exist (testing::supported_ops_cases(): the AveragePool CNN).
+TEST(ReferenceBounds, OpsCasesIbpAndCrownMatchAutoLirpa) {
+  DISTCROWN_REQUIRE_FIXTURES();
+  const auto files = testing::ops_reference_files();
+  ASSERT_FALSE(files.empty());
+  for (const auto& f : files) {
+    SCOPED_TRACE(f.filename().string());
+    check_ibp_and_crown(f);
   }
 }
 
 TEST(ReferenceBounds, ForwardAtCentreMatchesFloat64Onnx) {
   DISTCROWN_REQUIRE_FIXTURES();
-  c10::NoGradGuard no_grad;
   for (const auto& f : testing::reference_files()) {
     SCOPED_TRACE(f.filename().string());
-    Case c = load_case(f);
-    // The stored bounds are float32 values, so reading them as float64 loses nothing.
-    const Interval box = testing::reference_box(c.ref, at::kDouble);
-    const at::Tensor centre = (box.lower + box.upper) / 2;
-    c.graph.to_dtype(at::kDouble);
-    const at::Tensor y = c.graph.forward(centre).reshape({-1});
-    const auto ref = c.ref["center_output"]["values"].get<std::vector<double>>();
-    ASSERT_EQ(y.numel(), int64_t(ref.size()));
-    for (size_t i = 0; i < ref.size(); ++i) {
-      EXPECT_NEAR(y[int64_t(i)].item<double>(), ref[i], 1e-5 * std::max(1.0, std::abs(ref[i])))
-          << "output " << i;
-    }
+    check_forward_at_centre(f);
+  }
+  for (const auto& f : testing::ops_reference_files()) {
+    SCOPED_TRACE(f.filename().string());
+    check_forward_at_centre(f);
   }
 }
 

@@ -167,6 +167,15 @@ std::string node_label(const OnnxNode& node) {
   return node.outputs.empty() ? std::string("<unnamed>") : node.outputs.front();
 }
 
+// A node input that no earlier node produced: unsupported when it is an output that the loader
+// does not produce (`not_produced`), else a malformed model.
+[[noreturn]] void refuse_missing_input(const std::string& name, const std::string& where,
+                                       const std::map<std::string, std::string>& not_produced) {
+  auto np = not_produced.find(name);
+  if (np != not_produced.end()) throw UnsupportedError(where + ": unsupported: " + np->second);
+  throw ModelError(where + ": input '" + name + "' is not produced by any earlier node");
+}
+
 BoundGraph build(const OnnxModel& parsed, const std::string& source) {
   const OnnxModel model = with_printable_names(parsed);
   std::map<std::string, Value> values;
@@ -196,6 +205,9 @@ BoundGraph build(const OnnxModel& parsed, const std::string& source) {
   values[input->name] = Value::of_node(builder.input());
 
   const OpRegistry& registry = ops::builtin_ops();
+  // Outputs after the first (MaxPool's Indices, Dropout's mask): no lowering produces them, so a
+  // use of one is refused, naming the node that would have produced it.
+  std::map<std::string, std::string> not_produced;  // value name -> which output of which node
   for (const auto& node : model.nodes) {
     const std::string label = node_label(node);
     const std::string where = source + ": node '" + label + "' (" + node.op_type + ")";
@@ -213,9 +225,7 @@ BoundGraph build(const OnnxModel& parsed, const std::string& source) {
         continue;
       }
       auto it = values.find(name);
-      if (it == values.end()) {
-        throw ModelError(where + ": input '" + name + "' is not produced by any earlier node");
-      }
+      if (it == values.end()) refuse_missing_input(name, where, not_produced);
       ctx.inputs.push_back(it->second);
     }
     if (node.outputs.empty()) throw ModelError(where + ": has no output");
@@ -226,11 +236,22 @@ BoundGraph build(const OnnxModel& parsed, const std::string& source) {
       throw ModelError(where + ": " + e.what_without_backtrace());
     }
     values[node.outputs.front()] = out;
+    for (size_t k = 1; k < node.outputs.size(); ++k) {
+      if (node.outputs[k].empty() || node.outputs[k] == node.outputs.front()) continue;
+      values.erase(node.outputs[k]);
+      not_produced[node.outputs[k]] = "output " + std::to_string(k) + " ('" + node.outputs[k] +
+                                      "') of node '" + label + "' (" + node.op_type + ")";
+    }
   }
   const std::string& out_name = model.outputs.front().name;
   auto it = values.find(out_name);
-  if (it == values.end())
+  if (it == values.end()) {
+    auto np = not_produced.find(out_name);
+    if (np != not_produced.end()) {
+      throw UnsupportedError(source + ": unsupported: the graph output is " + np->second);
+    }
     throw ModelError(source + ": output '" + out_name + "' is never produced");
+  }
   if (!it->second.is_bounded()) {
     throw ModelError(source + ": output '" + out_name + "' does not depend on the input");
   }

@@ -16,6 +16,9 @@ namespace distcrown::ops {
   FAMILY(add_sub)   /* Add, Sub */                                               \
   FAMILY(mul_div)   /* Mul, Div, Neg */                                          \
   FAMILY(batchnorm) /* BatchNormalization */                                     \
+  FAMILY(avg_pool)  /* AveragePool, GlobalAveragePool */                         \
+  FAMILY(max_pool)  /* MaxPool */                                                \
+  FAMILY(pad)       /* Pad (mode constant) */                                    \
   FAMILY(constant)  /* Constant, Identity, Dropout, Cast; Gather/Concat/Slice of constants */
 
 #define DISTCROWN_DECLARE_FAMILY(family) void register_##family(OpRegistry& r);
