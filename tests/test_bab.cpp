@@ -29,6 +29,7 @@
 #include "distcrown/bab/verifier.hpp"
 #include "distcrown/graph/bound_graph.hpp"
 #include "distcrown/graph/param.hpp"
+#include "distcrown/io/onnx_loader.hpp"
 #include "distcrown/io/problem.hpp"
 #include "distcrown/io/vnnlib.hpp"
 #include "distcrown/methods/alpha_crown.hpp"
@@ -38,6 +39,7 @@
 #include "distcrown/ops/linear.hpp"
 #include "distcrown/ops/relu.hpp"
 #include "fixtures.hpp"
+#include "onnx_builder.hpp"
 #include "process.hpp"
 #include "sampling.hpp"
 
@@ -644,6 +646,52 @@ TEST(ReluBab, ProvesATruePropertyInRounds) {
   EXPECT_EQ(status(b), "proved") << b.reason;
   EXPECT_GE(b.rounds, 1);
   EXPECT_GE(b.domains_bounded, 3);
+}
+
+// ReLU splitting on a network that also has a relaxed node it does not split (a Sigmoid between
+// ReLU layers): the Sigmoid's input gets CROWN bounds over each batch of domains, and branch and
+// bound runs rounds instead of failing for want of them.
+TEST(ReluBab, RunsRoundsThroughAnUnsplitSigmoid) {
+  at::Generator gen = at::detail::createCPUGenerator(5);
+  testing::OnnxBuilder b;
+  b.input("x", {1, 5}).output("y", {1, 1});
+  const std::vector<std::pair<int64_t, int64_t>> dims{{20, 5}, {20, 20}, {20, 20}, {1, 20}};
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const auto [out, in] = dims[i];
+    b.initializer("W" + std::to_string(i),
+                  at::randn({out, in}, gen) * (1.5 / std::sqrt(double(in))));
+    b.initializer("b" + std::to_string(i), at::randn({out}, gen) * 0.1);
+  }
+  const auto gemm = [&](int i, const std::string& x, const std::string& y) {
+    const std::string k = std::to_string(i);
+    b.node("fc" + k, "Gemm", {x, "W" + k, "b" + k}, {y}, {testing::attr_int("transB", 1)});
+  };
+  gemm(0, "x", "h0");
+  b.node("relu0", "Relu", {"h0"}, {"a0"});
+  gemm(1, "a0", "h1");
+  b.node("sig", "Sigmoid", {"h1"}, {"a1"});
+  gemm(2, "a1", "h2");
+  b.node("relu2", "Relu", {"h2"}, {"a2"});
+  gemm(3, "a2", "y");
+  const BoundGraph g = io::load_onnx_bytes(b.bytes(), "relu_sigmoid.onnx");
+  const InputBox box = box_around(gen, 5, 1.0);
+  AlphaOptions ao;
+  const double alpha_lower =
+      alpha_crown(g, box, at::eye(1), ao, {}, true, false).bounds.lower.item<double>();
+  const double minimum = sampled_min(g, box, gen, 20000);
+  ASSERT_LT(alpha_lower, minimum);
+  const double rhs = alpha_lower + 0.5 * (minimum - alpha_lower);
+  const io::VnnlibProperty p = property_of(box, 1, {{{{{1.0}, rhs}}}});
+  const auto objs = objectives(p.cases[0], 1);
+  bab::BabOptions o;
+  o.deterministic = true;
+  o.max_rounds = 3;
+  o.batch = 4;
+  const bab::Deadline deadline(0);
+  const bab::BabResult r = bab::relu_bab(g, p.cases[0], objs[0], objs, o, deadline);
+  EXPECT_NE(status(r), "falsified") << "the property holds below the sampled minimum";
+  EXPECT_GE(r.rounds, 1) << status(r) << ": " << r.reason;
+  EXPECT_GT(r.domains_bounded, 1);
 }
 
 TEST(ReluBab, DeterministicRunsAgree) {

@@ -102,8 +102,13 @@ class ReluBab {
         relu_index_[i] = relus_.size();
         relus_.push_back(i);
         pre_.push_back(g.node(i).inputs.at(0));
+      } else if (t.needs_input_bounds) {
+        for (const int p : g.node(i).inputs) other_pre_.push_back(p);
       }
     }
+    // A node that feeds a ReLU as well keeps the domain's own (split) bounds.
+    std::erase_if(other_pre_,
+                  [&](int p) { return std::find(pre_.begin(), pre_.end(), p) != pre_.end(); });
     K_ = obj.rhs.size(0);
   }
 
@@ -141,6 +146,7 @@ class ReluBab {
   InputBox box_;  // [1, *input_shape]
   Progress progress_;
   std::vector<int> relus_, pre_;
+  std::vector<int> other_pre_;  // inputs of relaxed nodes that are not split (MaxPool, Sigmoid)
   std::map<int, size_t> relu_index_;
   int64_t K_ = 0;
   int64_t next_id_ = 0;
@@ -177,6 +183,16 @@ ReluBab::Bounded ReluBab::bound(std::vector<Domain>& ds, int iterations, bool op
   for (size_t r = 0; r < R; ++r) params.push_back(beta[r]);
   Adam adam_alpha(o_.lr_alpha);
   Adam adam_beta(o_.lr_beta);
+  // Inputs of the other relaxed nodes (MaxPool, Sigmoid): CROWN bounds over these domains' ReLU
+  // bounds, once per batch (they do not depend on α or β).
+  std::vector<std::pair<int, Interval>> other_bounds;
+  if (!other_pre_.empty()) {
+    c10::NoGradGuard no_grad;
+    CrownEngine engine(g_, box, bo_);
+    for (size_t r = 0; r < R; ++r) engine.set_bounds(pre_[r], pre_bounds[r]);
+    engine.compute_intermediate_bounds();
+    for (const int i : other_pre_) other_bounds.emplace_back(i, engine.bounds(i));
+  }
   at::Tensor best;  // [B, K]
   Bounded out;
   const int passes = std::max(1, optimise ? iterations : 1);
@@ -185,6 +201,7 @@ ReluBab::Bounded ReluBab::bound(std::vector<Domain>& ds, int iterations, bool op
     c10::AutoGradMode grad(optimise && !last);
     CrownEngine engine(g_, box, bo_);
     for (size_t r = 0; r < R; ++r) engine.set_bounds(pre_[r], pre_bounds[r]);
+    for (const auto& [i, b] : other_bounds) engine.set_bounds(i, b);
     hook.alpha = alpha;
     hook.beta_signed.clear();
     for (size_t r = 0; r < R; ++r) hook.beta_signed.push_back(beta[r] * split[r]);
