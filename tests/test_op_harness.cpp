@@ -154,6 +154,7 @@ const std::vector<OpCase>& op_cases() {
       {"SigmoidSaturated", [](Rng& r) { return elementwise_graph(r, "Sigmoid", 8.0); }},
       {"Tanh", [](Rng& r) { return elementwise_graph(r, "Tanh"); }},
       {"TanhSaturated", [](Rng& r) { return elementwise_graph(r, "Tanh", 8.0); }},
+      {"Exp", [](Rng& r) { return elementwise_graph(r, "Exp"); }},
       {"Add",
        [](Rng& r) {
          // Two branches of the same input: x -> Linear 6->5, x -> Linear 6->5, Add -> Linear.
@@ -432,6 +433,7 @@ TEST(OpHarnessCases, AffineCasesHaveExactIbp) {
                                                "SigmoidSaturated",
                                                "Tanh",
                                                "TanhSaturated",
+                                               "Exp",
                                                "Add",
                                                "Sub",
                                                "ConvReluPadAveragePool",

@@ -11,6 +11,7 @@ namespace distcrown::ops {
   FAMILY(relu)      /* Relu */                                                   \
   FAMILY(sign)      /* Sign */                                                   \
   FAMILY(s_shaped)  /* Sigmoid, Tanh */                                          \
+  FAMILY(convex)    /* Exp, Reciprocal */                                        \
   FAMILY(conv)      /* Conv */                                                   \
   FAMILY(reshape)   /* Flatten, Reshape, Shape, Squeeze, Unsqueeze, Transpose */ \
   FAMILY(add_sub)   /* Add, Sub */                                               \

@@ -1,0 +1,116 @@
+// Convex elementwise functions: Exp, and Reciprocal on positive inputs. Linear relaxation as
+// auto_LiRPA's BoundExp / BoundReciprocal (operators/convex_concave.py at bfb7997), for input
+// bounds [l, u] per neuron ([batch, *shape]):
+//   upper  the chord l→u (above a convex f on [l, u])
+//   lower  the tangent at t (below a convex f everywhere on its domain); CROWN takes
+//          t = min((l + u)/2, l + 0.99) for Exp (auto_LiRPA keeps the point near l, where exp is
+//          small, for wide intervals) and t = (l + u)/2 for Reciprocal; α-CROWN optimises t per
+//          side (P = [batch, *shape]), projected onto [l, u] before each use.
+// Reciprocal needs l > 0 (auto_LiRPA asserts it): an interval reaching 0 or below is a clear
+// NumericError, not a bound.
+#include <ATen/ATen.h>
+
+#include "distcrown/ops/monotone.hpp"
+#include "distcrown/util/error.hpp"
+#include "elementwise_lines.hpp"
+
+namespace distcrown::ops {
+namespace {
+
+enum class Convex { kExp, kReciprocal };
+
+class BoundConvex final : public MonotoneElementwise {
+ public:
+  explicit BoundConvex(Convex f)
+      : MonotoneElementwise(f == Convex::kExp ? Direction::kNonDecreasing
+                                              : Direction::kNonIncreasing),
+        f_(f) {}
+  std::string op_type() const override { return f_ == Convex::kExp ? "Exp" : "Reciprocal"; }
+  at::Tensor apply(const at::Tensor& x) const override {
+    return f_ == Convex::kExp ? at::exp(x) : at::reciprocal(x);
+  }
+  OpTraits traits() const override {
+    return {.elementwise = true, .needs_input_bounds = true, .relaxation_params = true};
+  }
+
+  Interval ibp(std::span<const Interval* const> x) const override {
+    require_domain(*x[0]);
+    return MonotoneElementwise::ibp(x);
+  }
+
+  std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> bounds,
+                               BiasPair& bias) const override {
+    return backward_relaxed(a, bounds, bias, RelaxParams{});
+  }
+
+  at::Tensor initial_relaxation_params(const Interval& in) const override {
+    return (in.lower + in.upper) / 2;  // [B, *shape], as auto_LiRPA initialises its α
+  }
+
+  void project_relaxation_params(at::Tensor& alpha, const Interval& in) const override {
+    alpha.copy_(at::minimum(at::maximum(alpha, in.lower), in.upper));
+  }
+
+  std::vector<BoundA> backward_relaxed(const BoundA& a, std::span<const Interval* const> bounds,
+                                       BiasPair& bias, const RelaxParams& p) const override {
+    const Interval& pre = *bounds[0];
+    require_domain(pre);
+    return {relax_elementwise(a, bias, p.alpha_l, p.alpha_u,
+                              [&](const at::Tensor& t) { return lines(pre, t); })};
+  }
+
+ private:
+  void require_domain(const Interval& in) const {
+    if (f_ == Convex::kReciprocal && !(in.lower > 0).all().item<bool>()) {
+      throw NumericError("Reciprocal of an input interval that reaches 0 or below (lower bound " +
+                         std::to_string(in.lower.min().item<double>()) +
+                         "): only positive inputs are supported");
+    }
+  }
+
+  // Tangent at t ([B, *shape] or [rows, B, *shape], projected) or CROWN's point when undefined.
+  ElementwiseLines lines(const Interval& pre, const at::Tensor& t_given) const {
+    const at::Tensor& l = pre.lower;
+    const at::Tensor& u = pre.upper;
+    ElementwiseLines out;
+    if (f_ == Convex::kExp) {
+      const at::Tensor mid = t_given.defined() ? t_given : (l + u) / 2;
+      const at::Tensor t = at::minimum(mid, l + 0.99);
+      const at::Tensor et = at::exp(t);
+      out.lower_k = et;
+      out.lower_b = et - et * t;
+      // The chord, with bounds clamped at −1e9 as auto_LiRPA (an input bound of −inf would make
+      // it NaN).
+      const at::Tensor lc = l.clamp_min(-1e9);
+      const at::Tensor uc = u.clamp_min(-1e9);
+      const at::Tensor el = at::exp(l);
+      out.upper_k = (at::exp(u) - el) / (uc - lc).clamp_min(1e-8);
+      out.upper_b = el - out.upper_k * lc;
+    } else {
+      // auto_LiRPA keeps an optimised tangent point at least 0.01 (any point > 0 is sound).
+      const at::Tensor t = t_given.defined() ? t_given.clamp_min(0.01) : (l + u) / 2;
+      out.lower_k = -1.0 / (t * t);
+      out.lower_b = 2.0 / t;  // 1/t − k·t
+      out.upper_k = -1.0 / (l * u);
+      out.upper_b = 1.0 / l + 1.0 / u;  // 1/l − k·l
+    }
+    return out;
+  }
+
+  Convex f_;
+};
+
+template <Convex F>
+Value lower_convex(LoweringContext& ctx) {
+  if (ctx.all_constant()) return Value::of_constant(BoundConvex(F).apply(ctx.constant(0)));
+  return ctx.emit(std::make_unique<BoundConvex>(F), {ctx.bounded(0)});
+}
+
+}  // namespace
+
+void register_convex(OpRegistry& r) {
+  r.add("Exp", kAllOpsets, lower_convex<Convex::kExp>);
+  r.add("Reciprocal", kAllOpsets, lower_convex<Convex::kReciprocal>);
+}
+
+}  // namespace distcrown::ops

@@ -1,0 +1,197 @@
+// Relaxations of the nonlinear elementwise operators (ops/s_shaped.cpp: Sigmoid, Tanh;
+// ops/convex.cpp: Exp, Reciprocal) on the edges: every linear bound the operator hands to CROWN
+// (its own choice, and any parameters α-CROWN may reach after projection) lies below resp. above f
+// on the whole interval, in float32 and float64. S-shaped: zero-width intervals, intervals
+// straddling the inflection point, one-sided and saturated ones, and intervals beyond the tangent
+// table (|bound| > 500, where auto_LiRPA's fallback tangent is not sound). Convex: zero width,
+// narrow and very wide intervals, near the domain's edge.
+#include <algorithm>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <gtest/gtest.h>
+
+#include "onnx_builder.hpp"
+
+#include "distcrown/graph/bound_graph.hpp"
+#include "distcrown/io/onnx_loader.hpp"
+#include "distcrown/util/error.hpp"
+
+namespace distcrown {
+namespace {
+
+using Intervals = std::vector<std::pair<double, double>>;
+
+// Pre-activation intervals [l, u], one per neuron.
+const Intervals kSShapedIntervals = {
+    {-3, -3},  {0, 0},        {2, 2},          {40, 40},     {-1, 1},     {-0.3, 2},
+    {-4, 0.5}, {-1e-7, 1e-7}, {-0.001, 0.002}, {-5, -0.1},   {0.1, 5},    {-5, 0},
+    {0, 5},    {-20, 20},     {-100, 3},       {-0.1, 600},  {-600, 0.1}, {-700, 700},
+    {30, 40},  {-40, -30},    {15, 60},        {-2.5, 1e-3}, {-1e-3, 2.5}};
+const Intervals kExpIntervals = {{-3, -3}, {0, 0},        {-1, 1},   {-20, 5},  {-100, -99},
+                                 {5, 40},  {-1e-7, 1e-7}, {-60, 30}, {0.5, 0.6}};
+const Intervals kReciprocalIntervals = {{0.01, 0.01}, {0.5, 2},    {1e-3, 100}, {3, 3},
+                                        {0.1, 0.2},   {1e-3, 1e3}, {50, 51},    {0.004, 0.02}};
+
+struct OpIntervals {
+  std::string op;
+  Intervals intervals;
+};
+[[maybe_unused]] void PrintTo(const OpIntervals& c, std::ostream* os) { *os << c.op; }
+
+// x [1, n] -> op -> y: the op is node 1.
+BoundGraph one_op_graph(const std::string& op_type, int64_t n) {
+  testing::OnnxBuilder b;
+  b.input("x", {1, n}).output("y", {1, n});
+  b.node("op", op_type, {"x"}, {"y"});
+  return io::load_onnx_bytes(b.bytes(), op_type + ".onnx");
+}
+
+struct Lines {
+  at::Tensor lower_k, lower_b, upper_k, upper_b;  // [n]
+};
+
+// The lines the node uses for each neuron: backward through it from identity rows.
+Lines lines_of(const BoundNode& op, const Interval& pre, const RelaxParams& p) {
+  const int64_t n = pre.lower.size(1);
+  const at::Tensor eye = at::eye(n, pre.lower.options()).reshape({n, 1, n});
+  BiasPair bias;
+  const Interval* in[] = {&pre};
+  const auto out = op.backward_relaxed(BoundA{eye, eye.clone()}, in, bias, p);
+  return {out[0].lA.reshape({n, n}).diagonal(), bias.lower.reshape({n}),
+          out[0].uA.reshape({n, n}).diagonal(), bias.upper.reshape({n})};
+}
+
+double eps_of(at::ScalarType t) { return t == at::kFloat ? 1.19e-7 : 2.3e-16; }
+
+// Below/above f at 2001 points of every interval (endpoints included), up to a few ulps.
+void expect_bounds_f(const BoundGraph& g, const Interval& pre, const Lines& l,
+                     const Intervals& intervals, const std::string& what) {
+  const auto type = pre.lower.scalar_type();
+  const at::Tensor t = at::linspace(0, 1, 2001, at::TensorOptions().dtype(type)).unsqueeze(1);
+  const at::Tensor x = at::minimum(pre.lower + (pre.upper - pre.lower) * t, pre.upper);  // [S, n]
+  const at::Tensor y = g.forward(x).to(at::kDouble);
+  const at::Tensor xd = x.to(at::kDouble);
+  const at::Tensor lo = l.lower_k.to(at::kDouble) * xd + l.lower_b.to(at::kDouble);
+  const at::Tensor hi = l.upper_k.to(at::kDouble) * xd + l.upper_b.to(at::kDouble);
+  // Rounding is relative to the terms summed, |k·x| and |b|, not to their sum: a steep chord over
+  // a wide interval (exp on [5, 40]: k·x ≈ 3e16 at x = 5 where f = 148) cancels, as it does in
+  // every CROWN pass that uses it.
+  const auto terms = [&](const at::Tensor& k, const at::Tensor& b) {
+    return at::maximum((k.to(at::kDouble) * xd).abs(), b.to(at::kDouble).abs());
+  };
+  const at::Tensor scale =
+      at::maximum(at::maximum(terms(l.lower_k, l.lower_b), terms(l.upper_k, l.upper_b)), y.abs())
+          .clamp_min(1.0);
+  const at::Tensor tol = 16 * eps_of(type) * scale;
+  for (int64_t j = 0; j < x.size(1); ++j) {
+    const double over = (lo.select(1, j) - y.select(1, j) - tol.select(1, j)).max().item<double>();
+    const double under = (y.select(1, j) - hi.select(1, j) - tol.select(1, j)).max().item<double>();
+    EXPECT_LE(over, 0) << what << ": lower line above f on [" << intervals[size_t(j)].first << ", "
+                       << intervals[size_t(j)].second << "]";
+    EXPECT_LE(under, 0) << what << ": upper line below f on [" << intervals[size_t(j)].first << ", "
+                        << intervals[size_t(j)].second << "]";
+  }
+}
+
+Interval edge_intervals(const Intervals& intervals, at::ScalarType type) {
+  std::vector<double> lo;
+  std::vector<double> hi;
+  for (const auto& [l, u] : intervals) {
+    lo.push_back(l);
+    hi.push_back(u);
+  }
+  const auto n = int64_t(lo.size());
+  return {at::tensor(lo, at::kDouble).reshape({1, n}).to(type),
+          at::tensor(hi, at::kDouble).reshape({1, n}).to(type)};
+}
+
+// α of every row of a pass over all n neurons: [2, n, *P] from the initial parameters P.
+at::Tensor alpha_rows(const at::Tensor& init, int64_t n) {
+  std::vector<int64_t> full{2, n};
+  full.insert(full.end(), init.sizes().begin(), init.sizes().end());
+  return init.unsqueeze(0).unsqueeze(0).expand(full).clone();
+}
+
+class Relaxation : public ::testing::TestWithParam<OpIntervals> {};
+
+TEST_P(Relaxation, CrownLinesBoundTheFunctionOnEveryEdgeInterval) {
+  c10::NoGradGuard no_grad;
+  const OpIntervals& c = GetParam();
+  for (const auto type : {at::kFloat, at::kDouble}) {
+    const Interval pre = edge_intervals(c.intervals, type);
+    BoundGraph g = one_op_graph(c.op, pre.lower.size(1));
+    g.to_dtype(type);
+    expect_bounds_f(g, pre, lines_of(*g.node(1).op, pre, {}), c.intervals,
+                    c.op + (type == at::kFloat ? " f32" : " f64"));
+  }
+}
+
+TEST_P(Relaxation, InitialParametersGiveCrownsLines) {
+  c10::NoGradGuard no_grad;
+  const OpIntervals& c = GetParam();
+  const Interval pre = edge_intervals(c.intervals, at::kFloat);
+  const int64_t n = pre.lower.size(1);
+  const BoundGraph g = one_op_graph(c.op, n);
+  const BoundNode& op = *g.node(1).op;
+  ASSERT_TRUE(op.traits().relaxation_params);
+  at::Tensor alpha = alpha_rows(op.initial_relaxation_params(pre), n);
+  op.project_relaxation_params(alpha, pre);
+  const Lines crown = lines_of(op, pre, {});
+  const Lines with_init = lines_of(op, pre, {alpha[0], alpha[1], {}, {}});
+  // Equal up to rounding: the per-row tensors take other vectorised paths through tanh.
+  const auto same = [](const at::Tensor& a, const at::Tensor& b) {
+    return at::allclose(a, b, 1e-6, 1e-7);
+  };
+  EXPECT_TRUE(same(crown.lower_k, with_init.lower_k));
+  EXPECT_TRUE(same(crown.lower_b, with_init.lower_b));
+  EXPECT_TRUE(same(crown.upper_k, with_init.upper_k));
+  EXPECT_TRUE(same(crown.upper_b, with_init.upper_b));
+}
+
+// Whatever values the optimiser gives the tangent points, projection keeps every line sound.
+TEST_P(Relaxation, ProjectedParametersStaySound) {
+  c10::NoGradGuard no_grad;
+  const OpIntervals& c = GetParam();
+  at::manual_seed(7);
+  for (const auto type : {at::kFloat, at::kDouble}) {
+    const Interval pre = edge_intervals(c.intervals, type);
+    const int64_t n = pre.lower.size(1);
+    BoundGraph g = one_op_graph(c.op, n);
+    g.to_dtype(type);
+    const BoundNode& op = *g.node(1).op;
+    for (const double spread : {0.1, 3.0, 1e3}) {
+      const at::Tensor init = alpha_rows(op.initial_relaxation_params(pre), n);
+      at::Tensor alpha = init + spread * at::randn(init.sizes(), init.options());
+      op.project_relaxation_params(alpha, pre);
+      expect_bounds_f(g, pre, lines_of(op, pre, {alpha[0], alpha[1], {}, {}}), c.intervals,
+                      c.op + " spread " + std::to_string(spread));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, Relaxation,
+                         ::testing::Values(OpIntervals{"Sigmoid", kSShapedIntervals},
+                                           OpIntervals{"Tanh", kSShapedIntervals},
+                                           OpIntervals{"Exp", kExpIntervals},
+                                           OpIntervals{"Reciprocal", kReciprocalIntervals}),
+                         [](const ::testing::TestParamInfo<OpIntervals>& i) { return i.param.op; });
+
+// Reciprocal is defined here for positive inputs only: an interval reaching 0 is an error, never
+// a bound.
+TEST(ReciprocalDomain, IntervalReachingZeroIsANumericError) {
+  c10::NoGradGuard no_grad;
+  const BoundGraph g = one_op_graph("Reciprocal", 2);
+  const Interval pre{at::tensor({0.5, -0.1}).reshape({1, 2}),
+                     at::tensor({1.0, 0.3}).reshape({1, 2})};
+  const Interval* in[] = {&pre};
+  EXPECT_THROW((void)g.node(1).op->ibp(in), NumericError);
+  EXPECT_THROW((void)lines_of(*g.node(1).op, pre, {}), NumericError);
+}
+
+}  // namespace
+}  // namespace distcrown
