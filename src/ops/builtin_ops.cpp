@@ -15,7 +15,10 @@ namespace distcrown::ops {
   FAMILY(add_sub)   /* Add, Sub */                                               \
   FAMILY(mul_div)   /* Mul, Div, Neg */                                          \
   FAMILY(batchnorm) /* BatchNormalization */                                     \
-  FAMILY(constant)  /* Constant, Identity, Dropout, Cast; Gather/Concat/Slice of constants */
+  FAMILY(concat)    /* Concat, Split */                                          \
+  FAMILY(slice)     /* Slice, Gather */                                          \
+  FAMILY(reduce)    /* ReduceSum, ReduceMean */                                  \
+  FAMILY(constant)  /* Constant, Identity, Dropout, Cast, ConstantOfShape, ... */
 
 #define DISTCROWN_DECLARE_FAMILY(family) void register_##family(OpRegistry& r);
 DISTCROWN_BUILTIN_FAMILIES(DISTCROWN_DECLARE_FAMILY)
