@@ -192,6 +192,23 @@ TEST_F(Cli, CorruptModelFile) {
   expect_one_error_line(r, {model.string()});
 }
 
+TEST_F(Cli, EveryUnsupportedNodeOnItsOwnLine) {
+  // A model with two operators that have no lowering: the error line, then one line per node.
+  testing::OnnxBuilder b;
+  b.input("x", {1, 64}).output("y", {1, 64});
+  b.node("hard", "Hardmax", {"x"}, {"h"});
+  b.node("lstm", "LSTM", {"h"}, {"y"});
+  const fs::path model = write("two_unsupported.onnx", b.bytes());
+  const CliResult r =
+      run("bounds --model " + quote(model) + " --vnnlib " + quote(kExampleProperty));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "distcrown: error: " + model.string() +
+                       ": unsupported: 2 nodes cannot be lowered:\n"
+                       "  node 'hard' (Hardmax): unsupported operator Hardmax\n"
+                       "  node 'lstm' (LSTM): unsupported operator LSTM\n");
+  EXPECT_EQ(r.out, "");
+}
+
 TEST_F(Cli, VnnlibSyntaxError) {
   const fs::path prop = write("syntax.vnnlib",
                               "(declare-const X_0 Real)\n"
@@ -236,7 +253,7 @@ TEST_F(Cli, UnknownMethodIsAUsageError) {
 
 TEST_F(Cli, ParseErrorsAreOneLineWithExitCodeOne) {
   for (const std::string args : {"bounds --no-such-option", "verify --bab-batch-size 0",
-                                  "bounds --threads", "bogus", "", "verify --dtype float16"}) {
+                                 "bounds --threads", "bogus", "", "verify --dtype float16"}) {
     SCOPED_TRACE(args);
     const CliResult r = run(args);
     expect_one_error_line(r, {});

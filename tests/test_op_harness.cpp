@@ -39,13 +39,16 @@
 #include "distcrown/ops/add_sub.hpp"
 #include "distcrown/ops/avg_pool.hpp"
 #include "distcrown/ops/batchnorm.hpp"
+#include "distcrown/ops/concat.hpp"
 #include "distcrown/ops/conv.hpp"
 #include "distcrown/ops/linear.hpp"
 #include "distcrown/ops/max_pool.hpp"
 #include "distcrown/ops/mul_div.hpp"
 #include "distcrown/ops/pad.hpp"
+#include "distcrown/ops/reduce.hpp"
 #include "distcrown/ops/relu.hpp"
 #include "distcrown/ops/reshape.hpp"
+#include "distcrown/ops/slice.hpp"
 #include "distcrown/sharding/sharded_param.hpp"
 
 namespace distcrown {
@@ -94,6 +97,47 @@ BoundGraph elementwise_graph(Rng& rng, const std::string& op_type, double scale 
   b.node("op", op_type, {"h"}, {"s"});
   b.node("fc2", "Gemm", {"s", "W2", "b2"}, {"y"}, {testing::attr_int("transB", 1)});
   return io::load_onnx_bytes(b.bytes(), op_type + ".onnx");
+}
+
+// Split through ONNX import (its bounded lowering is one Slice per output):
+// x [1, 2, 6] -> Split axis 2 into [2, 4] -> MatMul [2, 3] and MatMul [4, 3] -> Add -> [1, 2, 3].
+BoundGraph split_graph(Rng& rng) {
+  testing::OnnxBuilder b;
+  b.input("x", {1, 2, 6}).output("y", {1, 2, 3});
+  b.initializer("lengths", at::tensor({2, 4}, at::kLong));
+  b.initializer("W0", rng.normal({2, 3}, 0.5)).initializer("W1", rng.normal({4, 3}, 0.5));
+  b.node("split", "Split", {"x", "lengths"}, {"s0", "s1"}, {testing::attr_int("axis", 2)});
+  b.node("mm0", "MatMul", {"s0", "W0"}, {"h0"});
+  b.node("mm1", "MatMul", {"s1", "W1"}, {"h1"});
+  b.node("add", "Add", {"h0", "h1"}, {"y"});
+  return io::load_onnx_bytes(b.bytes(), "split.onnx");
+}
+
+// Unsqueeze (opset 13: axes an input) and Squeeze (opset 11: axes an attribute) through import:
+// x [1, 3, 4] -> Unsqueeze axes [2] -> [1, 3, 1, 4] -> MatMul [4, 2] -> Squeeze axes [2] ->
+// [1, 3, 2].
+BoundGraph unsqueeze_squeeze_graph(Rng& rng, int64_t opset) {
+  testing::OnnxBuilder b;
+  b.model().opset = opset;
+  b.input("x", {1, 3, 4}).output("y", {1, 3, 2});
+  b.initializer("W", rng.normal({4, 2}, 0.5));
+  if (opset >= 13) {
+    b.initializer("axes", at::tensor({2}, at::kLong));
+    b.node("unsqueeze", "Unsqueeze", {"x", "axes"}, {"u"});
+    b.node("mm", "MatMul", {"u", "W"}, {"h"});
+    b.node("squeeze", "Squeeze", {"h", "axes"}, {"y"});
+  } else {
+    b.node("unsqueeze", "Unsqueeze", {"x"}, {"u"}, {testing::attr_ints("axes", {2})});
+    b.node("mm", "MatMul", {"u", "W"}, {"h"});
+    b.node("squeeze", "Squeeze", {"h"}, {"y"}, {testing::attr_ints("axes", {-2})});
+  }
+  return io::load_onnx_bytes(b.bytes(), "unsqueeze.onnx");
+}
+
+// A constant of the given shape without the batch dim, as a Concat part.
+ops::ConcatPart constant_part(Rng& r, std::vector<int64_t> rest, int64_t axis) {
+  const int64_t length = rest[size_t(axis - 1)];
+  return {length, make_param(r.normal(rest))};
 }
 
 struct OpCase {
@@ -279,6 +323,98 @@ const std::vector<OpCase>& op_cases() {
          const int p = n.add(ops::make_max_pool({{2, 2}, {3, 3}, {0, 0, 0, 0}}), {c});
          return n.finish(n.linear(n.flatten(p), 3));
        }},
+      {"TransposeBatchNormTokens",
+       [](Rng& r) {
+         // A ViT's norm: tokens [1, 5, 6] -> Transpose (0, 2, 1) -> BatchNorm over the 6 features
+         // ([1, 6, 5], w, b [6, 1]) -> Transpose back -> Linear 6->3 on every token.
+         Net n({1, 5, 6}, r);
+         const int t = n.add(ops::make_transpose({0, 2, 1}), {n.input()});
+         const int bn = n.batchnorm(t);
+         return n.finish(n.linear(n.add(ops::make_transpose({0, 2, 1}), {bn}), 3));
+       }},
+      {"TransposeHeads",
+       [](Rng& r) {
+         // Attention heads: [1, 5, 6] -> Reshape [1, 5, 2, 3] -> Transpose (0, 2, 1, 3) and then
+         // (0, 1, 3, 2) -> [1, 2, 3, 5] -> Linear on the last dim 5->2.
+         Net n({1, 5, 6}, r);
+         const int h = n.add(ops::make_reshape({5, 2, 3}), {n.input()});
+         const int t = n.add(ops::make_transpose({0, 2, 1, 3}), {h});
+         return n.finish(n.linear(n.add(ops::make_transpose({0, 1, 3, 2}), {t}), 2));
+       }},
+      {"LinearTokens",
+       [](Rng& r) {
+         // A ViT's MLP on each token: [1, 5, 6] -> Linear 6->8 -> Relu -> Linear 8->3.
+         Net n({1, 5, 6}, r);
+         return n.finish(n.linear(n.relu(n.linear(n.input(), 8)), 3));
+       }},
+      {"ConcatWithConstants",
+       [](Rng& r) {
+         // A class token and a constant tail around the tokens: cat(c [1, 1, 3], x [1, 2, 3],
+         // c' [1, 2, 3]) on axis 1 -> [1, 5, 3] -> Linear 3->2.
+         Net n({1, 2, 3}, r);
+         std::vector<ops::ConcatPart> parts{
+             constant_part(r, {1, 3}, 1), {2, nullptr}, constant_part(r, {2, 3}, 1)};
+         return n.finish(n.linear(n.add(ops::make_concat(1, std::move(parts)), {n.input()}), 2));
+       }},
+      {"ConcatTwoBounded",
+       [](Rng& r) {
+         // x [1, 6] -> Linear 6->3 and Linear 6->4 -> cat with a constant [2] on the last axis ->
+         // [1, 9] -> Linear 9->4.
+         Net n({1, 6}, r);
+         const int a = n.linear(n.input(), 3);
+         const int b = n.linear(n.input(), 4);
+         std::vector<ops::ConcatPart> parts{{3, nullptr}, constant_part(r, {2}, 1), {4, nullptr}};
+         return n.finish(n.linear(n.add(ops::make_concat(1, std::move(parts)), {a, b}), 4));
+       }},
+      {"Slice",
+       [](Rng& r) {
+         // [1, 4, 5] -> rows 1:4:2, columns 0:5:3 -> [1, 2, 2] -> Linear 2->3.
+         Net n({1, 4, 5}, r);
+         const int s = n.add(ops::make_slice({{1, 1, 4, 2}, {2, 0, 5, 3}}), {n.input()});
+         return n.finish(n.linear(s, 3));
+       }},
+      {"Gather",
+       [](Rng& r) {
+         // [1, 5, 3] -> Gather axis 1, indices [[4, 0], [0, 2]] (0 twice) -> [1, 2, 2, 3] ->
+         // Linear 3->2.
+         Net n({1, 5, 3}, r);
+         const int g = n.add(ops::make_gather(1, {4, 0, 0, 2}, {2, 2}), {n.input()});
+         return n.finish(n.linear(g, 2));
+       }},
+      {"GatherScalarIndex",
+       [](Rng& r) {
+         // x [1, 6] -> Linear 6->8 -> [1, 2, 4] -> Gather axis 2, index 3 (the axis goes) ->
+         // [1, 2] -> Relu -> Linear 2->3.
+         Net n({1, 6}, r);
+         const int h = n.add(ops::make_reshape({2, 4}), {n.linear(n.input(), 8)});
+         const int g = n.add(ops::make_gather(2, {3}, {}), {h});
+         return n.finish(n.linear(n.relu(g), 3));
+       }},
+      {"Split", split_graph},
+      {"UnsqueezeSqueezeOpset13", [](Rng& r) { return unsqueeze_squeeze_graph(r, 13); }},
+      {"UnsqueezeSqueezeOpset11", [](Rng& r) { return unsqueeze_squeeze_graph(r, 11); }},
+      {"ReduceMean",
+       [](Rng& r) {
+         // A ViT's pooling: tokens [1, 5, 4] -> ReduceMean over the tokens (keepdims 0) -> [1, 4].
+         Net n({1, 5, 4}, r);
+         return n.finish(n.add(ops::make_reduce(ops::Reduction::kMean, {1}, false), {n.input()}));
+       }},
+      {"ReduceSum",
+       [](Rng& r) {
+         // [1, 3, 4] -> Linear 4->5 -> Relu -> ReduceSum over axes 1, 2 (keepdims 1) -> [1, 1, 1]
+         // -> Linear 1->2.
+         Net n({1, 3, 4}, r);
+         const int h = n.relu(n.linear(n.input(), 5));
+         return n.finish(
+             n.linear(n.add(ops::make_reduce(ops::Reduction::kSum, {1, 2}, true), {h}), 2));
+       }},
+      {"ReduceMeanKeepdims",
+       [](Rng& r) {
+         // [1, 2, 3, 4] -> ReduceMean over axis 2 (keepdims 1) -> [1, 2, 1, 4] -> Linear 4->3.
+         Net n({1, 2, 3, 4}, r);
+         return n.finish(
+             n.linear(n.add(ops::make_reduce(ops::Reduction::kMean, {2}, true), {n.input()}), 3));
+       }},
   };
   return cases;
 }
@@ -426,6 +562,8 @@ TEST(OpHarnessCases, AffineCasesHaveExactIbp) {
   for (const OpCase& c : op_cases()) {
     Rng rng(seed_of(c.name));
     const BoundGraph g = c.build(rng);
+    // Not affine in the input (a nonlinearity or two bounded inputs), or mixing twice
+    // (ReduceMeanKeepdims: the mean, then a Linear).
     static const std::set<std::string> inexact{"Relu",
                                                "ConvRelu",
                                                "Sign",
@@ -439,7 +577,13 @@ TEST(OpHarnessCases, AffineCasesHaveExactIbp) {
                                                "ConvReluPadAveragePool",
                                                "MaxPool",
                                                "MaxPoolOverlapping",
-                                               "MaxPoolStrideAboveKernel"};
+                                               "MaxPoolStrideAboveKernel",
+                                               "LinearTokens",
+                                               "ConcatTwoBounded",
+                                               "GatherScalarIndex",
+                                               "Split",
+                                               "ReduceSum",
+                                               "ReduceMeanKeepdims"};
     const bool want = inexact.count(c.name) == 0;
     EXPECT_EQ(g.affine_from_input(g.output()), want) << c.name;
   }

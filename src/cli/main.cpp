@@ -1,5 +1,6 @@
 // The distcrown executable: thin over the library. Every error — a usage error from CLI11, a
-// --config file, or the library — is one line "distcrown: error: ..." on stderr and exit code 1
+// --config file, or the library — is one line "distcrown: error: ..." on stderr (followed by one
+// line per node when a model has several unsupported nodes) and exit code 1
 // (--help prints the help and exits 0). `verify --result F` writes `error` to F on any failure,
 // even when the options could not be parsed.
 #include <cstdlib>
@@ -28,11 +29,15 @@ bool printing_process() {
 }
 
 void report(const std::string& message) {
-  std::string line = message;
-  // Some messages (CLI11's, LibTorch's) span lines; the contract is one line.
-  while (!line.empty() && (line.back() == '\n' || line.back() == ' ')) line.pop_back();
-  for (char& c : line) c = c == '\n' ? ' ' : c;
-  std::cerr << "distcrown: error: " << line << "\n";
+  std::string text = message;
+  // Some messages (CLI11's, LibTorch's) span lines; the contract is one line per error, and for a
+  // model with several unsupported nodes one more line per node (distcrown::kUnsupportedListItem).
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  const std::string item = distcrown::kUnsupportedListItem;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\n' && text.compare(i + 1, item.size(), item) != 0) text[i] = ' ';
+  }
+  std::cerr << "distcrown: error: " << text << "\n";
 }
 
 // The VNN-COMP contract: a result file exists whenever verify was asked for one.

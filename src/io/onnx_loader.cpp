@@ -1,9 +1,12 @@
 #include "distcrown/io/onnx_loader.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -176,6 +179,45 @@ std::string node_label(const OnnxNode& node) {
   throw ModelError(where + ": input '" + name + "' is not produced by any earlier node");
 }
 
+// The unsupported nodes of one model, thrown as one UnsupportedError at the end of the scan. One
+// node: its own one-line message. Several: a first line that counts them, then one line per node
+// ("  node 'name' (Op): why", util/error.hpp kUnsupportedListItem), in graph order.
+class UnsupportedNodes {
+ public:
+  explicit UnsupportedNodes(std::string source) : source_(std::move(source)) {}
+  /// `message` is the node's one-line error, "<source>: node 'name' (Op): why".
+  void add(const std::string& message) { messages_.push_back(message); }
+  /// A node that reads an unavailable value: only its op type could be checked.
+  void depends_on_unsupported() { ++unchecked_; }
+
+  void throw_if_any() const {
+    if (messages_.empty()) return;
+    const bool one = messages_.size() == 1;
+    std::string note;
+    if (unchecked_ > 0) {
+      note = " (" + std::to_string(unchecked_) +
+             (unchecked_ == 1 ? " later node that depends on " : " later nodes that depend on ") +
+             (one ? "it" : "them") + (unchecked_ == 1 ? " was" : " were") +
+             " checked by op type only)";
+    }
+    if (one) throw UnsupportedError(messages_.front() + note);
+    std::string text = source_ + ": unsupported: " + std::to_string(messages_.size()) +
+                       " nodes cannot be lowered" + note + ":";
+    const std::string prefix = source_ + ": ";
+    for (const std::string& m : messages_) {
+      const bool prefixed = m.compare(0, prefix.size(), prefix) == 0;
+      text += "\n  ";  // kUnsupportedListItem: "  node '..."
+      text += prefixed ? m.substr(prefix.size()) : m;
+    }
+    throw UnsupportedError(text);
+  }
+
+ private:
+  std::string source_;
+  std::vector<std::string> messages_;
+  int64_t unchecked_ = 0;
+};
+
 BoundGraph build(const OnnxModel& parsed, const std::string& source) {
   const OnnxModel model = with_printable_names(parsed);
   std::map<std::string, Value> values;
@@ -205,53 +247,84 @@ BoundGraph build(const OnnxModel& parsed, const std::string& source) {
   values[input->name] = Value::of_node(builder.input());
 
   const OpRegistry& registry = ops::builtin_ops();
-  // Outputs after the first (MaxPool's Indices, Dropout's mask): no lowering produces them, so a
-  // use of one is refused, naming the node that would have produced it.
+  // Unsupported nodes are collected, not thrown one by one, so that one load names them all. The
+  // outputs of such a node are "unavailable": a later node reading one cannot be lowered (its
+  // lowering needs the missing value), so it is checked by its op type only and its outputs are
+  // unavailable too. Every other error (a malformed model) is thrown at once.
+  UnsupportedNodes unsupported(source);
+  std::set<std::string> unavailable;
+  // Outputs after the first that no lowering produces (MaxPool's Indices, Dropout's mask): a use
+  // of one is refused, naming the node that would have produced it.
   std::map<std::string, std::string> not_produced;  // value name -> which output of which node
   for (const auto& node : model.nodes) {
     const std::string label = node_label(node);
     const std::string where = source + ": node '" + label + "' (" + node.op_type + ")";
+    const auto skip = [&] {
+      for (const auto& name : node.outputs) {
+        if (!name.empty()) unavailable.insert(name);
+      }
+    };
     if (!node.domain.empty() && node.domain != "ai.onnx") {
-      throw UnsupportedError(where + ": unsupported: operator domain '" + node.domain + "'");
+      unsupported.add(where + ": unsupported: operator domain '" + node.domain + "'");
+      skip();
+      continue;
     }
     const LowerFn* lower = registry.find(node.op_type, model.opset);
-    if (!lower)
-      throw UnsupportedError(where + ": " + registry.describe_missing(node.op_type, model.opset));
-    const AttributeMap attrs = to_attributes(node, where);
-    LoweringContext ctx{label, node.op_type, source, where, attrs, {}, builder, dtype};
-    for (const auto& name : node.inputs) {
-      if (name.empty()) {
-        ctx.inputs.push_back(Value{});  // an omitted optional input
-        continue;
-      }
-      auto it = values.find(name);
-      if (it == values.end()) refuse_missing_input(name, where, not_produced);
-      ctx.inputs.push_back(it->second);
+    if (!lower) {
+      unsupported.add(where + ": " + registry.describe_missing(node.op_type, model.opset));
+      skip();
+      continue;
+    }
+    if (std::any_of(node.inputs.begin(), node.inputs.end(),
+                    [&](const std::string& name) { return unavailable.count(name) > 0; })) {
+      unsupported.depends_on_unsupported();
+      skip();
+      continue;
     }
     if (node.outputs.empty()) throw ModelError(where + ": has no output");
-    Value out;
     try {
-      out = (*lower)(ctx);
-    } catch (const c10::Error& e) {
-      throw ModelError(where + ": " + e.what_without_backtrace());
-    }
-    values[node.outputs.front()] = out;
-    for (size_t k = 1; k < node.outputs.size(); ++k) {
-      if (node.outputs[k].empty() || node.outputs[k] == node.outputs.front()) continue;
-      values.erase(node.outputs[k]);
-      not_produced[node.outputs[k]] = "output " + std::to_string(k) + " ('" + node.outputs[k] +
-                                      "') of node '" + label + "' (" + node.op_type + ")";
+      const AttributeMap attrs = to_attributes(node, where);
+      LoweringContext ctx{label, node.op_type,        source, where, attrs, {}, builder,
+                          dtype, node.outputs.size(), {}};
+      for (const auto& name : node.inputs) {
+        if (name.empty()) {
+          ctx.inputs.push_back(Value{});  // an omitted optional input
+          continue;
+        }
+        auto it = values.find(name);
+        if (it == values.end()) refuse_missing_input(name, where, not_produced);
+        ctx.inputs.push_back(it->second);
+      }
+      Value out;
+      try {
+        out = (*lower)(ctx);
+      } catch (const c10::Error& e) {
+        throw ModelError(where + ": " + e.what_without_backtrace());
+      }
+      values[node.outputs.front()] = out;
+      // Outputs after the first (Split's); one the lowering does not produce (MaxPool's Indices,
+      // Dropout's mask) stays unproduced, and a node reading it is refused naming this node.
+      for (size_t i = 1; i < node.outputs.size(); ++i) {
+        const std::string& name = node.outputs[i];
+        if (name.empty() || name == node.outputs.front()) continue;
+        if (i - 1 < ctx.extra_outputs.size()) {
+          values[name] = ctx.extra_outputs[i - 1];
+          continue;
+        }
+        values.erase(name);
+        not_produced[name] = "output " + std::to_string(i) + " ('" + name + "') of node '" + label +
+                             "' (" + node.op_type + ")";
+      }
+    } catch (const UnsupportedError& e) {
+      unsupported.add(e.what());
+      skip();
     }
   }
+  unsupported.throw_if_any();
   const std::string& out_name = model.outputs.front().name;
   auto it = values.find(out_name);
-  if (it == values.end()) {
-    auto np = not_produced.find(out_name);
-    if (np != not_produced.end()) {
-      throw UnsupportedError(source + ": unsupported: the graph output is " + np->second);
-    }
+  if (it == values.end())
     throw ModelError(source + ": output '" + out_name + "' is never produced");
-  }
   if (!it->second.is_bounded()) {
     throw ModelError(source + ": output '" + out_name + "' does not depend on the input");
   }

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "distcrown/graph/op_registry.hpp"
+#include "distcrown/ops/axes.hpp"
 #include "distcrown/ops/mul_div.hpp"
 
 namespace distcrown::ops {
@@ -67,6 +68,7 @@ Value lower_add_sub(LoweringContext& ctx, bool subtract) {
   if (ctx.all_constant()) {
     const at::Tensor& a = ctx.constant(0);
     const at::Tensor& b = ctx.constant(1);
+    (void)checked_broadcast(ctx, {a, b});
     return Value::of_constant(subtract ? a - b : a + b);
   }
   const bool var0 = ctx.inputs[0].is_bounded();

@@ -20,7 +20,10 @@ namespace distcrown::ops {
   FAMILY(avg_pool)  /* AveragePool, GlobalAveragePool */                         \
   FAMILY(max_pool)  /* MaxPool */                                                \
   FAMILY(pad)       /* Pad (mode constant) */                                    \
-  FAMILY(constant)  /* Constant, Identity, Dropout, Cast; Gather/Concat/Slice of constants */
+  FAMILY(concat)    /* Concat, Split */                                          \
+  FAMILY(slice)     /* Slice, Gather */                                          \
+  FAMILY(reduce)    /* ReduceSum, ReduceMean */                                  \
+  FAMILY(constant)  /* Constant, Identity, Dropout, Cast, ConstantOfShape, ... */
 
 #define DISTCROWN_DECLARE_FAMILY(family) void register_##family(OpRegistry& r);
 DISTCROWN_BUILTIN_FAMILIES(DISTCROWN_DECLARE_FAMILY)

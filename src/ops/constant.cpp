@@ -1,12 +1,16 @@
-// Constant, Identity, Dropout (inference: identity), Cast, and the shape arithmetic that exported
-// graphs do on constants (Gather, Concat, Slice; e.g. Shape -> Gather -> Unsqueeze -> Concat ->
-// Reshape for `x.view(x.size(0), -1)`). They never create graph nodes: constants are folded at
-// import, identities alias their input; Gather/Concat/Slice of a variable tensor are refused.
+// Operators that never create graph nodes: Constant, Identity, Dropout (inference: identity),
+// Cast (of a bounded tensor to a float type: the identity), and the constant-only shape
+// arithmetic of exported graphs, folded at import: ConstantOfShape, Equal, Where, Expand, Range
+// (e.g. a class token ConstantOfShape(Concat(Unsqueeze(Gather(Shape(x), 0)), [1], [48])) + token).
+// On a tensor that depends on the perturbed input the last five are unsupported. Shape, Gather,
+// Concat, Slice, Squeeze, Unsqueeze fold too, in the families that also bound them.
 #include <algorithm>
+#include <cmath>
 
 #include <ATen/ATen.h>
 
 #include "distcrown/graph/op_registry.hpp"
+#include "distcrown/ops/axes.hpp"
 
 namespace distcrown::ops {
 namespace {
@@ -32,7 +36,7 @@ Value lower_identity(LoweringContext& ctx) {
 }
 
 Value lower_cast(LoweringContext& ctx) {
-  // ONNX TensorProto data types: 1 float, 6 int32, 7 int64, 11 double.
+  // ONNX TensorProto data types: 1 float, 6 int32, 7 int64, 9 bool, 11 double.
   const int64_t to = ctx.attrs.get_int("to", 1);
   if (ctx.all_constant()) {
     const at::Tensor& x = ctx.constant(0);
@@ -43,6 +47,8 @@ Value lower_cast(LoweringContext& ctx) {
         return Value::of_constant(x.to(at::kInt));
       case 7:
         return Value::of_constant(x.to(at::kLong));
+      case 9:
+        return Value::of_constant(x.to(at::kBool));
       case 11:
         return Value::of_constant(x.to(at::kDouble));
       default:
@@ -53,73 +59,72 @@ Value lower_cast(LoweringContext& ctx) {
   return ctx.inputs[0];
 }
 
-int64_t normalised_axis(const LoweringContext& ctx, int64_t axis, int64_t rank) {
-  const int64_t a = axis < 0 ? axis + rank : axis;
-  if (a < 0 || a >= std::max<int64_t>(rank, 1))
-    ctx.fail("axis " + std::to_string(axis) + " out of range");
-  return a;
-}
-
 void require_constant_inputs(const LoweringContext& ctx) {
   if (!ctx.all_constant()) {
     ctx.unsupported(ctx.op_type + " of a tensor that depends on the perturbed input");
   }
 }
 
-Value lower_gather(LoweringContext& ctx) {
+Value lower_constant_of_shape(LoweringContext& ctx) {  // opsets 9+
   require_constant_inputs(ctx);
-  const at::Tensor& data = ctx.constant(0);
-  at::Tensor idx = ctx.constant(1).to(at::kLong);
-  const int64_t axis = normalised_axis(ctx, ctx.attrs.get_int("axis", 0), data.dim());
-  idx = at::where(idx < 0, idx + data.size(axis), idx);  // ONNX allows negative indices
-  if (idx.numel() > 0 &&
-      (idx.min().item<int64_t>() < 0 || idx.max().item<int64_t>() >= data.size(axis))) {
-    ctx.fail("index out of range");
-  }
-  // Output shape: data.shape[:axis] + idx.shape + data.shape[axis+1:].
-  std::vector<int64_t> shape(data.sizes().begin(), data.sizes().begin() + axis);
-  shape.insert(shape.end(), idx.sizes().begin(), idx.sizes().end());
-  shape.insert(shape.end(), data.sizes().begin() + axis + 1, data.sizes().end());
-  return Value::of_constant(data.index_select(axis, idx.reshape({-1})).reshape(shape));
+  const std::vector<int64_t> shape = int_values(ctx, 0);
+  check_buildable_shape(ctx, shape);
+  const auto it = ctx.attrs.tensors.find("value");
+  if (it == ctx.attrs.tensors.end()) return Value::of_constant(at::zeros(shape, at::kFloat));
+  const at::Tensor& value = it->second;
+  if (value.numel() != 1) ctx.fail("value must hold one element");
+  return Value::of_constant(value.reshape({}).expand(shape).contiguous());
 }
 
-Value lower_concat(LoweringContext& ctx) {
+Value lower_equal(LoweringContext& ctx) {  // opsets 7+ (numpy broadcasting)
   require_constant_inputs(ctx);
-  if (ctx.inputs.empty()) ctx.fail("expects at least one input");
-  std::vector<at::Tensor> parts;
-  for (size_t i = 0; i < ctx.inputs.size(); ++i) parts.push_back(ctx.constant(i));
-  const int64_t axis = normalised_axis(ctx, ctx.attrs.get_int("axis", 0), parts.front().dim());
-  return Value::of_constant(at::cat(parts, axis));
+  (void)checked_broadcast(ctx, {ctx.constant(0), ctx.constant(1)});
+  return Value::of_constant(at::eq(ctx.constant(0), ctx.constant(1)));
 }
 
-Value lower_slice(LoweringContext& ctx) {
+Value lower_where(LoweringContext& ctx) {  // opsets 9+
   require_constant_inputs(ctx);
-  at::Tensor x = ctx.constant(0);
-  auto ints = [&](size_t i) {
-    const at::Tensor t = ctx.constant(i).to(at::kLong).contiguous();
-    return std::vector<int64_t>(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel());
-  };
-  const std::vector<int64_t> starts = ints(1);
-  const std::vector<int64_t> ends = ints(2);
-  std::vector<int64_t> axes;
-  if (ctx.has_input(3)) {
-    axes = ints(3);
-  } else {
-    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(int64_t(i));
+  const at::Tensor& cond = ctx.constant(0);
+  if (cond.scalar_type() != at::kBool) ctx.fail("the condition must be a bool tensor");
+  (void)checked_broadcast(ctx, {cond, ctx.constant(1), ctx.constant(2)});
+  return Value::of_constant(at::where(cond, ctx.constant(1), ctx.constant(2)));
+}
+
+Value lower_expand(LoweringContext& ctx) {  // opsets 8+: bidirectional broadcasting
+  require_constant_inputs(ctx);
+  const at::Tensor& x = ctx.constant(0);
+  const std::vector<int64_t> shape = int_values(ctx, 1);
+  for (const int64_t d : shape) {
+    if (d < 0) ctx.fail("negative dimension " + std::to_string(d));
   }
-  std::vector<int64_t> steps = ctx.has_input(4) ? ints(4) : std::vector<int64_t>(starts.size(), 1);
-  if (ends.size() != starts.size() || axes.size() != starts.size() ||
-      steps.size() != starts.size()) {
-    ctx.fail("starts, ends, axes and steps must have the same length");
+  const std::vector<int64_t> out = checked_broadcast(ctx, {x.sizes().vec(), shape}, x.numel());
+  return Value::of_constant(x.expand(out).contiguous());
+}
+
+Value lower_range(LoweringContext& ctx) {  // opsets 11+
+  require_constant_inputs(ctx);
+  for (size_t i = 0; i < 3; ++i) {
+    if (ctx.constant(i).numel() != 1) ctx.fail("start, limit and delta must be scalars");
   }
-  for (size_t i = 0; i < starts.size(); ++i) {
-    if (steps[i] <= 0) ctx.unsupported("Slice with a non-positive step");
-    const int64_t axis = normalised_axis(ctx, axes[i], x.dim());
-    const int64_t n = x.size(axis);
-    auto clampi = [&](int64_t v) { return std::clamp(v < 0 ? v + n : v, int64_t{0}, n); };
-    x = x.slice(axis, clampi(starts[i]), clampi(ends[i]), steps[i]);
+  const at::Tensor& start = ctx.constant(0);
+  const at::ScalarType type = start.scalar_type();
+  // number_of_elements = max(ceil((limit - start) / delta), 0); element i = start + i·delta.
+  const double s = start.item<double>();
+  const double limit = ctx.constant(1).item<double>();
+  const double delta = ctx.constant(2).item<double>();
+  if (delta == 0 || !std::isfinite(s) || !std::isfinite(limit) || !std::isfinite(delta)) {
+    ctx.fail("Range needs a finite start and limit and a nonzero finite delta");
   }
-  return Value::of_constant(x.contiguous());
+  const double count = std::max(std::ceil((limit - s) / delta), 0.0);
+  if (count > double(kMaxBuiltElements))
+    ctx.unsupported("a tensor of more than 2^24 elements built from shape values");
+  const auto n = int64_t(count);
+  if (at::isIntegralType(type, /*includeBool=*/false)) {
+    const int64_t s0 = start.item<int64_t>();
+    const int64_t d = ctx.constant(2).item<int64_t>();
+    return Value::of_constant((at::arange(n, at::kLong) * d + s0).to(type));
+  }
+  return Value::of_constant((at::arange(n, at::kDouble) * delta + s).to(type));
 }
 
 }  // namespace
@@ -129,9 +134,11 @@ void register_constant(OpRegistry& r) {
   r.add("Identity", kAllOpsets, lower_identity);
   r.add("Dropout", kAllOpsets, lower_identity);
   r.add("Cast", kAllOpsets, lower_cast);
-  r.add("Gather", kAllOpsets, lower_gather);
-  r.add("Concat", kAllOpsets, lower_concat);
-  r.add("Slice", {.first = 10}, lower_slice);
+  r.add("ConstantOfShape", {.first = 9}, lower_constant_of_shape);
+  r.add("Equal", {.first = 7}, lower_equal);
+  r.add("Where", {.first = 9}, lower_where);
+  r.add("Expand", {.first = 8}, lower_expand);
+  r.add("Range", {.first = 11}, lower_range);
 }
 
 }  // namespace distcrown::ops

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "distcrown/graph/op_registry.hpp"
+#include "distcrown/ops/axes.hpp"
 
 namespace distcrown::ops {
 namespace {
@@ -60,7 +61,15 @@ Value lower_mul_div(LoweringContext& ctx, bool divide) {
   if (ctx.all_constant()) {
     const at::Tensor& a = ctx.constant(0);
     const at::Tensor& b = ctx.constant(1);
-    return Value::of_constant(divide ? a / b : a * b);
+    (void)checked_broadcast(ctx, {a, b});
+    if (!divide) return Value::of_constant(a * b);
+    // Integers (shape arithmetic) divide as ONNX does, truncating; LibTorch's `/` would give
+    // floats.
+    if (at::isIntegralType(a.scalar_type(), true) && at::isIntegralType(b.scalar_type(), true)) {
+      if ((b == 0).any().item<bool>()) ctx.fail("division by zero");
+      return Value::of_constant(at::div(a, b, "trunc"));
+    }
+    return Value::of_constant(a / b);
   }
   if (ctx.inputs[0].is_bounded() && ctx.inputs[1].is_bounded()) {
     ctx.unsupported(std::string(divide ? "Div" : "Mul") + " of two variable tensors");

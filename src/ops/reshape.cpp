@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include "distcrown/graph/op_registry.hpp"
+#include "distcrown/ops/axes.hpp"
 #include "distcrown/util/error.hpp"
 
 namespace distcrown::ops {
@@ -93,12 +94,6 @@ class BoundTranspose final : public BoundNode {
   std::vector<int64_t> inverse_;
 };
 
-std::vector<int64_t> sizes_of(const LoweringContext& ctx, size_t i) {
-  const Value& v = ctx.inputs.at(i);
-  if (v.is_constant()) return {v.constant.sizes().begin(), v.constant.sizes().end()};
-  return ctx.builder.shape(v.node);
-}
-
 // Emits a reshape of a bounded input to `full` (batch dim included), which must keep the batch.
 Value emit_reshape(LoweringContext& ctx, const std::vector<int64_t>& full, const char* op) {
   const auto in = sizes_of(ctx, 0);
@@ -170,17 +165,31 @@ Value lower_transpose(LoweringContext& ctx) {
 }
 
 Value lower_shape(LoweringContext& ctx) {
-  const auto in = sizes_of(ctx, 0);  // static shapes: Shape is always a constant
-  return Value::of_constant(at::tensor(in, at::kLong));
+  // Static shapes (batch 1): Shape is always a constant, of a bounded tensor too. Opset 15's start
+  // and end pick a range of the dims (negative: from the end; clamped to the rank).
+  const auto in = sizes_of(ctx, 0);
+  const auto rank = int64_t(in.size());
+  const auto clampi = [rank](int64_t v) {
+    return std::clamp(v < 0 ? v + rank : v, int64_t{0}, rank);
+  };
+  const int64_t start = clampi(ctx.attrs.get_int("start", 0));
+  const int64_t end = std::max(start, clampi(ctx.attrs.get_int("end", rank)));
+  return Value::of_constant(
+      at::tensor(std::vector<int64_t>(in.begin() + start, in.begin() + end), at::kLong));
 }
 
-Value lower_unsqueeze_squeeze(LoweringContext& ctx, bool unsqueeze) {
-  std::vector<int64_t> axes = ctx.attrs.get_ints("axes", {});
-  if (ctx.has_input(1)) {  // opset >= 13: axes is an input
-    const at::Tensor& given = ctx.constant(1);
-    if (at::isFloatingType(given.scalar_type())) ctx.fail("axes must be integers");
-    const at::Tensor a = given.to(at::kLong).contiguous();
-    axes.assign(a.data_ptr<int64_t>(), a.data_ptr<int64_t>() + a.numel());
+// Unsqueeze / Squeeze: axes an attribute before opset 13, an input from 13 on (`axes_input`).
+Value lower_unsqueeze_squeeze(LoweringContext& ctx, bool unsqueeze, bool axes_input) {
+  std::vector<int64_t> axes;
+  if (axes_input) {
+    if (ctx.has_input(1)) {
+      axes = int_values(ctx, 1);
+    } else if (unsqueeze) {
+      ctx.fail("Unsqueeze needs its axes input");
+    }
+  } else {
+    if (ctx.has_input(1)) ctx.fail("axes is an attribute before opset 13, not an input");
+    axes = ctx.attrs.get_ints("axes", {});
   }
   auto shape = sizes_of(ctx, 0);
   // Unsqueeze names axes of its output, Squeeze of its input; each once, within the rank.
@@ -225,10 +234,13 @@ void register_reshape(OpRegistry& r) {
   r.add("Reshape", {.first = 5}, lower_reshape);
   r.add("Transpose", kAllOpsets, lower_transpose);
   r.add("Shape", kAllOpsets, lower_shape);
-  r.add("Unsqueeze", kAllOpsets,
-        [](LoweringContext& c) { return lower_unsqueeze_squeeze(c, true); });
-  r.add("Squeeze", kAllOpsets,
-        [](LoweringContext& c) { return lower_unsqueeze_squeeze(c, false); });
+  for (const bool unsqueeze : {true, false}) {
+    const std::string op = unsqueeze ? "Unsqueeze" : "Squeeze";
+    r.add(op, {.first = 1, .last = 12},
+          [unsqueeze](LoweringContext& c) { return lower_unsqueeze_squeeze(c, unsqueeze, false); });
+    r.add(op, {.first = 13},
+          [unsqueeze](LoweringContext& c) { return lower_unsqueeze_squeeze(c, unsqueeze, true); });
+  }
 }
 
 }  // namespace distcrown::ops

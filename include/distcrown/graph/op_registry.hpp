@@ -52,6 +52,10 @@ struct LoweringContext {
   /// The model's floating-point type (its input's): parameters keep it, so a float64 model is
   /// bounded with its own values under --dtype float64 (float32 ones are cast up exactly).
   at::ScalarType param_dtype = at::kFloat;
+  /// How many outputs the ONNX node names (Split has several). A lowering returns the first and
+  /// puts outputs 1.. into extra_outputs, in order.
+  size_t output_count = 1;
+  std::vector<Value> extra_outputs;
 
   [[noreturn]] void fail(const std::string& what) const;         // ModelError
   [[noreturn]] void unsupported(const std::string& what) const;  // UnsupportedError

@@ -24,11 +24,16 @@ class ModelError : public Error {
   using Error::Error;
 };
 
-/// An ONNX operator (or an attribute value of one) that distcrown does not support.
+/// An ONNX operator (or an attribute value of one) that distcrown does not support. When a model
+/// has several unsupported nodes, one UnsupportedError names them all: a first line that counts
+/// them, then one line per node starting with kUnsupportedListItem ("  node 'name' (Op): why").
 class UnsupportedError : public ModelError {
  public:
   using ModelError::ModelError;
 };
+
+/// How each node line of a multi-node UnsupportedError starts (after its newline).
+inline constexpr const char* kUnsupportedListItem = "  node '";
 
 /// Inconsistent options or arguments passed by the caller.
 /// A computation left the floating-point range (NaN or infinite bounds: weights or inputs too
