@@ -185,6 +185,20 @@ std::vector<Case> regression_cases() {
       t = io::onnx_tensor("W1", w);
     });
   }
+  // fc1 as a MatMul of one input, then of its input and a bounded tensor of the wrong shape (the
+  // two-variable MatMul lowering once read a missing input).
+  with("matmul_one_input", [&](OnnxModel& m) {
+    io::OnnxNode& n = node(m, "fc1");
+    n.op_type = "MatMul";
+    n.inputs = {"flat"};
+    n.attributes.clear();
+  });
+  with("matmul_two_variables_bad_shapes", [&](OnnxModel& m) {
+    io::OnnxNode& n = node(m, "fc1");
+    n.op_type = "MatMul";
+    n.inputs = {"flat", "flat"};
+    n.attributes.clear();
+  });
   with("weights_3e38", [&](OnnxModel& m) {
     tensor(m, "W2") = io::onnx_tensor("W2", at::full({3, 8}, 3e38));
     tensor(m, "W1") = io::onnx_tensor("W1", at::full({8, 48}, 3e38));

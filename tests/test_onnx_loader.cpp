@@ -593,12 +593,26 @@ TEST_F(OnnxLoader, GroupedConvolution) {
   expect_load_error(b, "UnsupportedError", {"bad_model.onnx", "gconv", "group"});
 }
 
-TEST_F(OnnxLoader, MulOfTwoVariables) {
+// Mul and Div of two variable tensors lower to the bilinear product (Div through Reciprocal);
+// their bounds are checked by tests/test_op_harness.cpp. Different ranks would move the batch
+// dim under ONNX broadcasting: refused.
+TEST_F(OnnxLoader, MulAndDivOfTwoVariables) {
   OnnxBuilder b;
   b.input("x", {1, 4}).output("y");
   b.node("relu", "Relu", {"x"}, {"r"});
-  b.node("square", "Mul", {"r", "x"}, {"y"});
-  expect_load_error(b, "UnsupportedError", {"bad_model.onnx", "square", "Mul"});
+  b.node("square", "Mul", {"r", "x"}, {"m"});
+  b.node("exp", "Exp", {"x"}, {"e"});
+  b.node("ratio", "Div", {"m", "e"}, {"y"});
+  const BoundGraph g = io::load_onnx_bytes(b.bytes(), "mul_div.onnx");
+  const at::Tensor x = at::randn({1, 4});
+  expect_close(g.forward(x), at::relu(x) * x / at::exp(x));
+
+  OnnxBuilder c;
+  c.input("x", {1, 4}).output("y");
+  c.initializer("shape", at::tensor({1, 1, 4}, at::kLong));
+  c.node("reshape", "Reshape", {"x", "shape"}, {"x3"});
+  c.node("product", "Mul", {"x3", "x"}, {"y"});
+  expect_load_error(c, "UnsupportedError", {"product", "different ranks"});
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -39,8 +39,10 @@
 #include "distcrown/ops/add_sub.hpp"
 #include "distcrown/ops/avg_pool.hpp"
 #include "distcrown/ops/batchnorm.hpp"
+#include "distcrown/ops/bilinear.hpp"
 #include "distcrown/ops/concat.hpp"
 #include "distcrown/ops/conv.hpp"
+#include "distcrown/ops/convex.hpp"
 #include "distcrown/ops/linear.hpp"
 #include "distcrown/ops/max_pool.hpp"
 #include "distcrown/ops/mul_div.hpp"
@@ -199,6 +201,48 @@ const std::vector<OpCase>& op_cases() {
       {"Tanh", [](Rng& r) { return elementwise_graph(r, "Tanh"); }},
       {"TanhSaturated", [](Rng& r) { return elementwise_graph(r, "Tanh", 8.0); }},
       {"Exp", [](Rng& r) { return elementwise_graph(r, "Exp"); }},
+      {"MulTwoBounded",
+       [](Rng& r) {
+         // x [1, 6] -> two Linear 6->8 branches -> their product -> Linear 8->4.
+         Net n({1, 6}, r);
+         const int a = n.linear(n.input(), 8);
+         const int b = n.linear(n.input(), 8);
+         return n.finish(n.linear(n.add(ops::make_bilinear_mul(), {a, b}), 4));
+       }},
+      {"MulTwoBoundedBroadcast",
+       [](Rng& r) {
+         // [1, 8] ⊙ [1, 1] (a gate): x -> Linear 6->8, x -> Linear 6->1, product -> Linear 8->4.
+         Net n({1, 6}, r);
+         const int a = n.linear(n.input(), 8);
+         const int g = n.linear(n.input(), 1);
+         return n.finish(n.linear(n.add(ops::make_bilinear_mul(), {a, g}), 4));
+       }},
+      {"MulSquare",
+       [](Rng& r) {
+         // One node times itself: x -> Linear 6->8 -> h ⊙ h -> Linear 8->4.
+         Net n({1, 6}, r);
+         const int a = n.linear(n.input(), 8);
+         return n.finish(n.linear(n.add(ops::make_bilinear_mul(), {a, a}), 4));
+       }},
+      {"DivTwoBounded",
+       [](Rng& r) {
+         // What Div of two variable tensors lowers to: a · Reciprocal(exp(b)) (positive
+         // denominators) -> Linear 8->4.
+         Net n({1, 6}, r);
+         const int a = n.linear(n.input(), 8);
+         const int d = n.add(ops::make_exp(), {n.linear(n.input(), 8, 0.5)});
+         const int q = n.add(ops::make_bilinear_mul(), {a, n.add(ops::make_reciprocal(), {d})});
+         return n.finish(n.linear(q, 4));
+       }},
+      {"MatMulTwoBounded",
+       [](Rng& r) {
+         // Attention scores: x [1, 6] -> Linear 6->12 as [1, 3, 4] and Linear 6->8 as [1, 4, 2]
+         // -> their product [1, 3, 2] -> Flatten -> Linear 6->4.
+         Net n({1, 6}, r);
+         const int q = n.add(ops::make_reshape({3, 4}), {n.linear(n.input(), 12)});
+         const int k = n.add(ops::make_reshape({4, 2}), {n.linear(n.input(), 8)});
+         return n.finish(n.linear(n.flatten(n.add(ops::make_bilinear_matmul(), {q, k})), 4));
+       }},
       {"Add",
        [](Rng& r) {
          // Two branches of the same input: x -> Linear 6->5, x -> Linear 6->5, Add -> Linear.
@@ -572,6 +616,11 @@ TEST(OpHarnessCases, AffineCasesHaveExactIbp) {
                                                "Tanh",
                                                "TanhSaturated",
                                                "Exp",
+                                               "MulTwoBounded",
+                                               "MulTwoBoundedBroadcast",
+                                               "MulSquare",
+                                               "DivTwoBounded",
+                                               "MatMulTwoBounded",
                                                "Add",
                                                "Sub",
                                                "ConvReluPadAveragePool",

@@ -10,6 +10,7 @@
 // NumericError, not a bound.
 #include <ATen/ATen.h>
 
+#include "distcrown/ops/convex.hpp"
 #include "distcrown/ops/monotone.hpp"
 #include "distcrown/util/error.hpp"
 #include "elementwise_lines.hpp"
@@ -107,6 +108,9 @@ Value lower_convex(LoweringContext& ctx) {
 }
 
 }  // namespace
+
+NodePtr make_exp() { return std::make_unique<BoundConvex>(Convex::kExp); }
+NodePtr make_reciprocal() { return std::make_unique<BoundConvex>(Convex::kReciprocal); }
 
 void register_convex(OpRegistry& r) {
   r.add("Exp", kAllOpsets, lower_convex<Convex::kExp>);

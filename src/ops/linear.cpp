@@ -1,8 +1,11 @@
 #include "distcrown/ops/linear.hpp"
 
+#include <algorithm>
+
 #include <ATen/ATen.h>
 
 #include "distcrown/graph/op_registry.hpp"
+#include "distcrown/ops/bilinear.hpp"
 
 namespace distcrown::ops {
 
@@ -70,7 +73,20 @@ Value lower_gemm(LoweringContext& ctx) {
 
 Value lower_matmul(LoweringContext& ctx) {
   if (ctx.all_constant()) return Value::of_constant(at::matmul(ctx.constant(0), ctx.constant(1)));
+  if (ctx.inputs.size() != 2) ctx.fail("expects 2 inputs");
   const int x = ctx.bounded(0);
+  if (ctx.inputs[1].is_bounded()) {
+    // Two bounded operands (attention): [B, *lead, n, k] · [B, *lead, k, m].
+    const auto& sx = ctx.builder.shape(x);
+    const auto& sy = ctx.builder.shape(ctx.inputs[1].node);
+    if (sx.size() < 3 || sx.size() != sy.size() ||
+        !std::equal(sx.begin(), sx.end() - 2, sy.begin()) || sx.back() != sy[sy.size() - 2]) {
+      ctx.unsupported(
+          "MatMul of two variable tensors other than [batch, .., n, k] x [batch, .., "
+          "k, m] with equal leading dims");
+    }
+    return ctx.emit(make_bilinear_matmul(), {x, ctx.inputs[1].node});
+  }
   const at::Tensor& w = ctx.constant(1);  // [in, out]
   if (w.dim() != 2) ctx.unsupported("MatMul with a " + std::to_string(w.dim()) + "-D constant");
   return ctx.emit(make_linear(ctx.param(w.t()), nullptr), {x});

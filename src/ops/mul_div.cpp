@@ -4,6 +4,8 @@
 
 #include "distcrown/graph/op_registry.hpp"
 #include "distcrown/ops/axes.hpp"
+#include "distcrown/ops/bilinear.hpp"
+#include "distcrown/ops/convex.hpp"
 
 namespace distcrown::ops {
 namespace {
@@ -72,7 +74,17 @@ Value lower_mul_div(LoweringContext& ctx, bool divide) {
     return Value::of_constant(a / b);
   }
   if (ctx.inputs[0].is_bounded() && ctx.inputs[1].is_bounded()) {
-    ctx.unsupported(std::string(divide ? "Div" : "Mul") + " of two variable tensors");
+    // Both carry the batch dim first: ONNX's right-aligned broadcasting keeps it there only when
+    // the ranks are equal.
+    if (ctx.builder.shape(ctx.inputs[0].node).size() !=
+        ctx.builder.shape(ctx.inputs[1].node).size()) {
+      ctx.unsupported(std::string(divide ? "Div" : "Mul") +
+                      " of two variable tensors of different ranks");
+    }
+    // x / y = x · (1/y), as auto_LiRPA decomposes it (y must stay positive: Reciprocal).
+    const int y =
+        divide ? ctx.emit(make_reciprocal(), {ctx.bounded(1)}, "/reciprocal").node : ctx.bounded(1);
+    return ctx.emit(make_bilinear_mul(), {ctx.bounded(0), y});
   }
   if (divide) {
     if (!ctx.inputs[0].is_bounded()) ctx.unsupported("Div of a constant by a variable tensor");

@@ -1,0 +1,20 @@
+#pragma once
+// Products of two bounded tensors (both depend on the perturbed input): Mul (elementwise, with
+// ONNX broadcasting) and MatMul (attention's Q·Kᵀ and scores·V). Each scalar product x·y with
+// x ∈ [x_l, x_u], y ∈ [y_l, y_u] is relaxed by two McCormick planes, auto_LiRPA's choice
+// (operators/bivariate.py, MulHelper):
+//   lower  x·y ≥ y_l·x + x_l·y − x_l·y_l     ((x − x_l)(y − y_l) ≥ 0)
+//   upper  x·y ≤ y_u·x + x_l·y − x_l·y_u     ((x − x_l)(y − y_u) ≤ 0)
+// IBP takes the min and max of the four corner products (summed over the contracted dim for
+// MatMul).
+#include "distcrown/graph/bound_node.hpp"
+
+namespace distcrown::ops {
+
+/// x ⊙ y, inputs [batch, *x_shape] and [batch, *y_shape] broadcasting to the output.
+NodePtr make_bilinear_mul();
+/// x · y over the last two dims: [batch, *lead, n, k] · [batch, *lead, k, m] -> [batch, *lead, n,
+/// m] (equal leading dims).
+NodePtr make_bilinear_matmul();
+
+}  // namespace distcrown::ops

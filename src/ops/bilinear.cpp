@@ -1,0 +1,127 @@
+#include "distcrown/ops/bilinear.hpp"
+
+#include <ATen/ATen.h>
+
+namespace distcrown::ops {
+namespace {
+
+// A [S, B, *out] summed over the dims that `shape` ([B, *in]) broadcast to *out.
+at::Tensor sum_to_input(const at::Tensor& A, const std::vector<int64_t>& shape, int64_t B) {
+  std::vector<int64_t> full{A.size(0), B};
+  full.insert(full.end(), shape.begin() + 1, shape.end());
+  return A.sum_to_size(full);
+}
+
+// Σ over the node dims of A ⊙ c -> [S, B]; c [B, *out].
+at::Tensor bias_of(const at::Tensor& A, const at::Tensor& c) {
+  return (A * c).reshape({A.size(0), A.size(1), -1}).sum(2);
+}
+
+class BoundBilinearMul final : public BoundNode {
+ public:
+  std::string op_type() const override { return "Mul"; }
+  OpTraits traits() const override { return {.needs_input_bounds = true}; }
+
+  at::Tensor forward(std::span<const at::Tensor> x) const override { return x[0] * x[1]; }
+
+  Interval ibp(std::span<const Interval* const> v) const override {
+    const Interval& x = *v[0];
+    const Interval& y = *v[1];
+    const at::Tensor p0 = x.lower * y.lower;
+    const at::Tensor p1 = x.lower * y.upper;
+    const at::Tensor p2 = x.upper * y.lower;
+    const at::Tensor p3 = x.upper * y.upper;
+    return {at::minimum(at::minimum(p0, p1), at::minimum(p2, p3)),
+            at::maximum(at::maximum(p0, p1), at::maximum(p2, p3))};
+  }
+
+  std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> bounds,
+                               BiasPair& bias) const override {
+    const Interval& x = *bounds[0];
+    const Interval& y = *bounds[1];
+    // The planes' coefficients on the output's shape [B, *out].
+    std::vector<int64_t> out = output_shape();  // [1, *out] -> [B, *out]
+    out[0] = x.lower.size(0);
+    const at::Tensor xl = x.lower.expand(out);
+    const at::Tensor yl = y.lower.expand(out);
+    const at::Tensor yu = y.upper.expand(out);
+    const at::Tensor c_lower = -xl * yl;
+    const at::Tensor c_upper = -xl * yu;
+    const int64_t B = x.lower.size(0);
+    std::vector<BoundA> res(2);
+    // pos takes the plane of the side's own direction, neg the other.
+    const auto side = [&](const at::Tensor& A, bool upper, at::Tensor& acc, at::Tensor& Ax,
+                          at::Tensor& Ay) {
+      const at::Tensor pos = A.clamp_min(0);
+      const at::Tensor neg = A - pos;
+      const at::Tensor& a_pos = upper ? yu : yl;
+      const at::Tensor& a_neg = upper ? yl : yu;
+      Ax = sum_to_input(pos * a_pos + neg * a_neg, input_shape(0), B);
+      Ay = sum_to_input(A * xl, input_shape(1), B);  // both planes have slope x_l in y
+      accumulate(acc, bias_of(pos, upper ? c_upper : c_lower));
+      accumulate(acc, bias_of(neg, upper ? c_lower : c_upper));
+    };
+    if (a.lA.defined()) side(a.lA, false, bias.lower, res[0].lA, res[1].lA);
+    if (a.uA.defined()) side(a.uA, true, bias.upper, res[0].uA, res[1].uA);
+    return res;
+  }
+};
+
+class BoundBilinearMatMul final : public BoundNode {
+ public:
+  std::string op_type() const override { return "MatMul"; }
+  OpTraits traits() const override { return {.needs_input_bounds = true}; }
+
+  at::Tensor forward(std::span<const at::Tensor> x) const override {
+    return at::matmul(x[0], x[1]);
+  }
+
+  Interval ibp(std::span<const Interval* const> v) const override {
+    // Per term x_ik·y_kj: [.., n, k, 1] × [.., 1, k, m] -> corners, then Σ_k.
+    const auto outer = [](const at::Tensor& a, const at::Tensor& b) {
+      return a.unsqueeze(-1) * b.unsqueeze(-3);
+    };
+    const Interval& x = *v[0];
+    const Interval& y = *v[1];
+    const at::Tensor p0 = outer(x.lower, y.lower);
+    const at::Tensor p1 = outer(x.lower, y.upper);
+    const at::Tensor p2 = outer(x.upper, y.lower);
+    const at::Tensor p3 = outer(x.upper, y.upper);
+    return {at::minimum(at::minimum(p0, p1), at::minimum(p2, p3)).sum(-2),
+            at::maximum(at::maximum(p0, p1), at::maximum(p2, p3)).sum(-2)};
+  }
+
+  std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> bounds,
+                               BiasPair& bias) const override {
+    // Every term x_ik·y_kj takes the planes above; summed over k they give, for A [S, B, .., n, m]
+    // on the output: A_x = A⁺·y_lᵀ + A⁻·y_uᵀ (lower side; y_u/y_l swapped for the upper side),
+    // A_y = x_lᵀ·A, and the constant −Σ_ij A_ij (x_l·y_{l|u})_ij.
+    const Interval& x = *bounds[0];
+    const Interval& y = *bounds[1];
+    const at::Tensor xlT = x.lower.transpose(-1, -2);  // [B, .., k, n]
+    const at::Tensor ylT = y.lower.transpose(-1, -2);  // [B, .., m, k]
+    const at::Tensor yuT = y.upper.transpose(-1, -2);
+    const at::Tensor c_lower = -at::matmul(x.lower, y.lower);  // [B, .., n, m]
+    const at::Tensor c_upper = -at::matmul(x.lower, y.upper);
+    std::vector<BoundA> res(2);
+    const auto side = [&](const at::Tensor& A, bool upper, at::Tensor& acc, at::Tensor& Ax,
+                          at::Tensor& Ay) {
+      const at::Tensor pos = A.clamp_min(0);
+      const at::Tensor neg = A - pos;
+      Ax = at::matmul(pos, upper ? yuT : ylT) + at::matmul(neg, upper ? ylT : yuT);
+      Ay = at::matmul(xlT, A);
+      accumulate(acc, bias_of(pos, upper ? c_upper : c_lower));
+      accumulate(acc, bias_of(neg, upper ? c_lower : c_upper));
+    };
+    if (a.lA.defined()) side(a.lA, false, bias.lower, res[0].lA, res[1].lA);
+    if (a.uA.defined()) side(a.uA, true, bias.upper, res[0].uA, res[1].uA);
+    return res;
+  }
+};
+
+}  // namespace
+
+NodePtr make_bilinear_mul() { return std::make_unique<BoundBilinearMul>(); }
+NodePtr make_bilinear_matmul() { return std::make_unique<BoundBilinearMatMul>(); }
+
+}  // namespace distcrown::ops
