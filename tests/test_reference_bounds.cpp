@@ -96,7 +96,8 @@ TEST(ReferenceBounds, IbpAndCrownMatchAutoLirpa) {
   }
 }
 
-// The refs/ops cases whose operators exist (testing::supported_ops_cases(): the AveragePool CNN).
+// The refs/ops cases whose operators exist (testing::supported_ops_cases(): the Sigmoid MLP and
+// the AveragePool CNN).
 TEST(ReferenceBounds, OpsCasesIbpAndCrownMatchAutoLirpa) {
   DISTCROWN_REQUIRE_FIXTURES();
   const auto files = testing::ops_reference_files();
