@@ -1,4 +1,5 @@
-# cmake -DBUILD_DIR=... -DWORK=... -DTORCH_PREFIX=... -DSOURCE_DIR=... -P run.cmake
+# cmake -DBUILD_DIR=... -DWORK=... -DTORCH_PREFIX=... -DSOURCE_DIR=... [-DCXX_FLAGS=...]
+#       [-DEXE_LINKER_FLAGS=...] -P run.cmake
 # Installs the build into WORK/prefix, checks that only the public headers were installed,
 # configures and builds the consumer and the examples against it, runs all three.
 file(REMOVE_RECURSE "${WORK}")
@@ -21,9 +22,19 @@ foreach(internal ops io/onnx_model.hpp io/onnx_build.hpp io/synthetic.hpp method
   endif()
 endforeach()
 
+# The consumer is compiled and linked with the flags of the build it installs: the library of a
+# sanitizer build (scripts/sanitize.sh --all) needs an executable with the sanitizer runtime linked
+# first, and the examples are then checked by the sanitizers too. Empty in the ordinary build.
+set(flags "")
+if(CXX_FLAGS)
+  list(APPEND flags "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}")
+endif()
+if(EXE_LINKER_FLAGS)
+  list(APPEND flags "-DCMAKE_EXE_LINKER_FLAGS=${EXE_LINKER_FLAGS}")
+endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -S "${SOURCE_DIR}/tests/install_consumer"
                 -B "${WORK}/build" "-DCMAKE_PREFIX_PATH=${WORK}/prefix;${TORCH_PREFIX}"
-                "-DDISTCROWN_EXAMPLES_DIR=${SOURCE_DIR}/examples"
+                "-DDISTCROWN_EXAMPLES_DIR=${SOURCE_DIR}/examples" ${flags}
                 RESULT_VARIABLE rc OUTPUT_QUIET)
 if(rc)
   message(FATAL_ERROR "configuring the consumer failed: ${rc}")
