@@ -3,6 +3,7 @@
 #include <map>
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 
 #include "distcrown/methods/ibp.hpp"
 #include "distcrown/util/error.hpp"
@@ -141,6 +142,17 @@ Interval CrownEngine::neuron_rows(int start, const at::Tensor& rows) {
       rows);
 }
 
+const std::vector<Interval>& CrownEngine::centre_values() {
+  if (centre_.empty()) {
+    // Constants of the relaxation: no gradient flows through the reference point.
+    c10::NoGradGuard no_grad;
+    const std::vector<at::Tensor> v = g_.forward_values((box_.lower + box_.upper) / 2);
+    centre_.reserve(v.size());
+    for (const at::Tensor& t : v) centre_.push_back({t, t});
+  }
+  return centre_;
+}
+
 at::TensorOptions CrownEngine::index_options() const {
   return at::TensorOptions().dtype(at::kLong).device(box_.lower.device());
 }
@@ -221,6 +233,10 @@ Interval CrownEngine::backward_from(int start, BoundA a, const at::Tensor& rows)
         throw Error("internal: bounds of node '" + g_.node(p).name + "' needed before computed");
       }
       in_bounds.push_back(b ? &*b : nullptr);
+    }
+    if (node.op->traits().needs_centre_values) {
+      const std::vector<Interval>& centre = centre_values();
+      for (int p : node.inputs) in_bounds.push_back(&centre[size_t(p)]);
     }
     std::vector<BoundA> outs;
     if (hook_ != nullptr && node.op->has_relaxation_params()) {

@@ -8,9 +8,9 @@
 //   ReduceSum          s = Σ_axis e (keepdims) ops/reduce
 //   Reciprocal         r = 1 / s             ops/convex (s ≥ 1 > 0: e_j = exp(0) = 1)
 //   Mul                e · r                 ops/bilinear (McCormick; r broadcasts over the axis)
-// j is the maximum of the shift's input at the midpoint of its bounds, per batch element and
-// group; auto_LiRPA takes the maximum of a forward pass at the centre of the input box. Both are
-// sound choices; they coincide where the input's bounds are centred on that forward value.
+// In CROWN, j is the maximum of the shift's input in the forward pass at the centre of the input
+// box (OpTraits::needs_centre_values), per batch element and group, as auto_LiRPA takes it; IBP
+// takes the maximum at the midpoint of the input's interval. Any j is sound.
 #include <ATen/ATen.h>
 
 #include "distcrown/graph/op_registry.hpp"
@@ -23,13 +23,12 @@
 namespace distcrown::ops {
 namespace {
 
-// y = x − x_j along `axis_` ([batch, *shape] coordinates, ≥ 1), j = argmax of the midpoint of
-// x's bounds per group. Needs its input's bounds to fix j; linear after that.
+// y = x − x_j along `axis_` ([batch, *shape] coordinates, ≥ 1): linear once j is fixed.
 class BoundSoftmaxShift final : public BoundNode {
  public:
   explicit BoundSoftmaxShift(int64_t axis) : axis_(axis) {}
   std::string op_type() const override { return "SoftmaxShift"; }
-  OpTraits traits() const override { return {.needs_input_bounds = true}; }
+  OpTraits traits() const override { return {.needs_centre_values = true}; }
 
   at::Tensor forward(std::span<const at::Tensor> x) const override {
     // The maximum of x itself: the shift keeps exp's argument ≤ 0 (any j is exact).
@@ -37,7 +36,7 @@ class BoundSoftmaxShift final : public BoundNode {
   }
 
   Interval ibp(std::span<const Interval* const> x) const override {
-    const at::Tensor j = index_of(*x[0]);  // [B, .., 1, ..]
+    const at::Tensor j = index_of((x[0]->lower + x[0]->upper) / 2);  // [B, .., 1, ..]
     at::Tensor lower = x[0]->lower - x[0]->upper.gather(axis_, j);
     at::Tensor upper = x[0]->upper - x[0]->lower.gather(axis_, j);
     // y_j = x_j − x_j = 0 exactly.
@@ -49,7 +48,8 @@ class BoundSoftmaxShift final : public BoundNode {
   std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> bounds,
                                BiasPair& bias) const override {
     // A [S, B, *shape] on y -> on x: A − onehot_j · Σ_axis A (the A dim of `axis_` is axis_ + 1).
-    const at::Tensor j = index_of(*bounds[0]).unsqueeze(0);  // [1, B, .., 1, ..]
+    // bounds = {x's bounds (unused), x at the box centre}
+    const at::Tensor j = index_of(bounds[1]->lower).unsqueeze(0);  // [1, B, .., 1, ..]
     return {map_sides(
         a, bias,
         [&](const at::Tensor& A) {
@@ -61,8 +61,8 @@ class BoundSoftmaxShift final : public BoundNode {
   }
 
  private:
-  [[nodiscard]] at::Tensor index_of(const Interval& in) const {
-    return ((in.lower + in.upper) / 2).argmax(axis_, /*keepdim=*/true);
+  [[nodiscard]] at::Tensor index_of(const at::Tensor& x) const {
+    return x.argmax(axis_, /*keepdim=*/true);
   }
 
   int64_t axis_;
