@@ -208,7 +208,8 @@ TEST(Deadline, CliAnswersTimeoutInsideTheRootPassOfAResnet) {
   EXPECT_TRUE(std::regex_search(r.err, std::regex(R"(progress: .*, peak memory \d+ MB)"))) << r.err;
   const nlohmann::json j = testing::read_json(report);
   EXPECT_EQ(j.value("result", ""), "timeout") << j.dump();
-  EXPECT_GE(j.value("time_s", 0.0), timeout) << j.dump();
+  // The phases stop a margin (0.15 s) before the timeout, to leave time for ending the process.
+  EXPECT_GE(j.value("time_s", 0.0), timeout - 0.5) << j.dump();
   ASSERT_TRUE(j.contains("memory")) << j.dump();
   EXPECT_GT(j["memory"].value("peak_bytes", int64_t{0}), 0) << j.dump();
   EXPECT_GT(j["memory"].value("peak_tensor_bytes", int64_t{0}), 0) << j.dump();

@@ -106,6 +106,9 @@ VerifyResult decide(const BoundGraph& g, const io::VnnlibProperty& property,
           r.counterexample = b.counterexample;
           return finish(Verdict::kSat, "counterexample found in branch and bound");
         case BabStatus::kTimeout:
+          if (b.rounds == 0) {
+            return finish(Verdict::kTimeout, "timeout in branch and bound, at its root");
+          }
           return finish(Verdict::kTimeout, "timeout in branch and bound (worst bound " +
                                                std::to_string(b.worst_value) + ")");
         case BabStatus::kUnknown:
