@@ -76,6 +76,7 @@ void CrownEngine::compute_intermediate_bounds() {
   for (int i = 1; i < g_.size(); ++i) {
     if (i == g_.output()) continue;    // bounded by output_bounds() with the spec
     if (bounds_[size_t(i)]) continue;  // given by set_bounds()
+    opt_.checkpoint();                 // may throw DeadlineReached
     args.clear();
     for (int p : g_.node(i).inputs) args.push_back(&*bounds_[size_t(p)]);
     // The reference: given bounds, else one IBP step from the bounds so far (auto_LiRPA uses
@@ -223,8 +224,13 @@ Interval CrownEngine::backward_from(int start, BoundA a, const at::Tensor& rows)
   for (int i = start; i >= 1; --i) {
     auto it = pending.find(i);
     if (it == pending.end()) continue;
+    opt_.checkpoint();  // may throw DeadlineReached; the pass's A matrices are freed
     BoundA here = std::move(it->second);
     pending.erase(it);
+    if (here.lA.defined() && here.lA.requires_grad()) {
+      // α/β optimisation's autograd backward retraces this pass: it stops at the deadline too.
+      here.lA.register_hook([check = opt_.checkpoint](const at::Tensor& /*grad*/) { check(); });
+    }
     const GraphNode& node = g_.node(i);
     in_bounds.clear();
     for (int p : node.inputs) {

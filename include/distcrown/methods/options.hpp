@@ -5,6 +5,8 @@
 #include <string_view>
 #include <utility>
 
+#include "distcrown/util/deadline.hpp"
+
 namespace distcrown {
 
 enum class Method { kIbp, kCrown, kAlphaCrown };
@@ -62,6 +64,9 @@ struct BoundOptions {
   bool align_rows = true;
   /// Bounds of neurons inside tensor-parallel zones.
   ShardedIntermediate sharded_intermediate = ShardedIntermediate::kCrown;
+  /// Called between the nodes of every CROWN pass (intermediate bounds and backward steps) and
+  /// between α-CROWN iterations: past its deadline it throws DeadlineReached (default: none).
+  Checkpoint checkpoint;
 };
 
 /// Thin wrappers over parse_enum / enum_name (util/enum_names.hpp).
