@@ -5,7 +5,7 @@
 //                  the α of its own rows: the ranks' α bytes sum to one process's
 //   tp-exact       within 1e-5·max(1, |b|): the zones' collectives carry the gradient
 // on random nets and every fixture model (few iterations on the large ones, so that the three
-// rank counts run in about a minute on two cores).
+// rank counts stay within a few minutes on two busy cores).
 #include <fstream>
 #include <iterator>
 #include <map>

@@ -101,7 +101,7 @@ int64_t AlphaSlopes::bytes() const {
 
 AlphaResult alpha_crown(const BoundGraph& g, const InputBox& box, const at::Tensor& C,
                         const AlphaOptions& alpha, const BoundOptions& options, bool lower,
-                        bool upper, collective::CommPtr spec_comm) {
+                        bool upper, const collective::CommPtr& spec_comm) {
   if (alpha.iterations < 1) throw InvalidArgument("alpha-CROWN needs at least 1 iteration");
   if (!(alpha.lr > 0)) throw InvalidArgument("alpha-CROWN learning rate must be > 0");
   const int64_t spec_rows = C.defined() ? C.size(0) : g.output_numel();

@@ -24,7 +24,7 @@ Interval compute_bounds(const BoundGraph& g, const InputBox& box, Method method,
   if (method == Method::kIbp) {
     b = ibp_bounds(g, box, C);
   } else if (method == Method::kAlphaCrown) {
-    b = alpha_crown(g, box, C, AlphaOptions{}, options, true, true, std::move(spec_comm)).bounds;
+    b = alpha_crown(g, box, C, AlphaOptions{}, options, true, true, spec_comm).bounds;
   } else {
     CrownEngine engine(g, box, options, std::move(spec_comm));
     engine.compute_intermediate_bounds();

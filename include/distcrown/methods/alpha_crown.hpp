@@ -112,6 +112,6 @@ struct AlphaResult {
 AlphaResult alpha_crown(const BoundGraph& g, const InputBox& box, const at::Tensor& C = {},
                         const AlphaOptions& alpha = {}, const BoundOptions& options = {},
                         bool lower = true, bool upper = true,
-                        collective::CommPtr spec_comm = nullptr);
+                        const collective::CommPtr& spec_comm = nullptr);
 
 }  // namespace distcrown
