@@ -19,6 +19,7 @@ set(DISTCROWN_PUBLIC_HEADERS
   include/distcrown/util/output_file.hpp
   include/distcrown/collective/communicator.hpp
   include/distcrown/collective/agreement.hpp
+  include/distcrown/collective/autograd.hpp
   include/distcrown/collective/mpi.hpp
   include/distcrown/bounds/interval.hpp
   include/distcrown/graph/param.hpp

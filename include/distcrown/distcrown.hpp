@@ -6,6 +6,7 @@
 #include "distcrown/bab/verifier.hpp"
 #include "distcrown/bounds/interval.hpp"
 #include "distcrown/collective/agreement.hpp"
+#include "distcrown/collective/autograd.hpp"
 #include "distcrown/collective/communicator.hpp"
 #include "distcrown/graph/bound_graph.hpp"
 #include "distcrown/io/onnx_loader.hpp"

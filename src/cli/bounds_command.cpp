@@ -71,17 +71,18 @@ struct RankReport {
   int64_t baseline = 0;
   int64_t peak = 0;
   collective::CommStats comm;
+  int64_t alpha = 0;  // bytes of α this rank held (alpha-crown)
 };
 
 std::vector<RankReport> gather_reports(collective::Communicator& comm, const RankReport& mine) {
   std::ostringstream s;
   s << mine.baseline << ' ' << mine.peak << ' ' << mine.comm.calls << ' ' << mine.comm.bytes << ' '
-    << exact(mine.comm.time_s, true);
+    << exact(mine.comm.time_s, true) << ' ' << mine.alpha;
   std::vector<RankReport> all;
   for (const std::string& text : comm.all_gather_strings(s.str())) {
     std::istringstream in(text);
     RankReport r;
-    in >> r.baseline >> r.peak >> r.comm.calls >> r.comm.bytes >> r.comm.time_s;
+    in >> r.baseline >> r.peak >> r.comm.calls >> r.comm.bytes >> r.comm.time_s >> r.alpha;
     all.push_back(r);
   }
   return all;
@@ -125,6 +126,7 @@ void write_json(const RunOptions& a, const std::vector<double>& lower,
                       {{"calls", reports[r].comm.calls},
                        {"bytes", reports[r].comm.bytes},
                        {"time_s", reports[r].comm.time_s}}}});
+    if (a.method == Method::kAlphaCrown) ranks.back()["alpha_bytes"] = reports[r].alpha;
   }
   j["memory"] = {{"baseline_bytes", max_base}, {"peak_bytes", max_peak}, {"ranks", ranks}};
   const collective::CommStats& c0 = reports.front().comm;
@@ -202,12 +204,14 @@ int run_bounds(const RunOptions& a) {
   Interval b;
   try {
     if (method == Method::kAlphaCrown) {
-      if (a.spec_parallel) throw UnsupportedError("--spec-parallel with alpha-crown");
       AlphaOptions alpha = a.alpha;
       // One process: stop optimising at the deadline (the check below then reports it). Across
       // ranks each would stop at a different step and desynchronise their collectives.
       if (comm->size() == 1) alpha.stop_at = deadline.stop_at();
-      b = alpha_crown(graph, box, {}, alpha, options).bounds;
+      const AlphaResult r =
+          alpha_crown(graph, box, {}, alpha, options, true, true, a.spec_parallel ? comm : nullptr);
+      b = r.bounds;
+      mine.alpha = r.alpha_bytes;
     } else {
       b = compute_bounds(graph, box, method, options, {}, a.spec_parallel ? comm : nullptr);
     }
@@ -239,6 +243,11 @@ int run_bounds(const RunOptions& a) {
       "time %.4f s, %d rank(s), shard %s%s, memory per rank: baseline %.2f MB, peak %.2f MB\n",
       seconds, comm->size(), std::string(enum_name(a.shard)).c_str(),
       a.spec_parallel ? " + spec-parallel" : "", double(max_base) / 1e6, double(max_peak) / 1e6);
+  if (method == Method::kAlphaCrown) {
+    int64_t max_alpha = 0;
+    for (const auto& r : reports) max_alpha = std::max(max_alpha, r.alpha);
+    std::printf("alpha per rank: %.3f MB\n", double(max_alpha) / 1e6);
+  }
   if (!a.result.empty()) write_json(a, lower, upper, seconds, comm->size(), reports);
   return 0;
 }

@@ -43,9 +43,18 @@ RelaxParams AlphaSlopes::params(int start, int node, const at::Tensor& rows,
                                 std::span<const Interval* const> in) {
   auto [it, inserted] = alpha_.try_emplace({start, node});
   if (inserted) {
-    it->second.per_row = positions_per_row(start);
-    const int64_t r =
-        start == g_.output() ? output_rows_ : g_.node_numel(start) / it->second.per_row;
+    Slopes& s = it->second;
+    s.per_row = positions_per_row(start);
+    // This rank's row ids of the start, and the α rows that cover them (a shared convolutional
+    // α row covers per_row neurons; a rank owning no id keeps one unused row).
+    // A tensor-parallel start's rows are its neurons over every rank (its global width).
+    const OutputShard* shard = g_.node(start).op->output_shard();
+    const int64_t n = start == g_.output() ? output_rows_
+                      : shard != nullptr   ? shard->global
+                                           : g_.node_numel(start);
+    const RowRange own = owned_rows(n, size_, rank_);
+    s.first = own.begin / s.per_row;
+    const int64_t r = std::max<int64_t>(1, (own.end + s.per_row - 1) / s.per_row - s.first);
     const int input = g_.node(node).inputs.front();
     const bool given = size_t(input) < init_.size() && init_[size_t(input)].has_value();
     // [*P]: [B, *shape] or [k, B, *shape] (BoundNode::initial_relaxation_params)
@@ -53,8 +62,7 @@ RelaxParams AlphaSlopes::params(int start, int node, const at::Tensor& rows,
         g_.node(node).op->initial_relaxation_params(given ? *init_[size_t(input)] : *in[0]);
     std::vector<int64_t> full{2, r};
     full.insert(full.end(), init.sizes().begin(), init.sizes().end());
-    it->second.alpha =
-        init.detach().unsqueeze(0).unsqueeze(0).expand(full).clone().requires_grad_(true);
+    s.alpha = init.detach().unsqueeze(0).unsqueeze(0).expand(full).clone().requires_grad_(true);
   }
   at::Tensor& a = it->second.alpha;  // [2, rows, *P]
   {
@@ -63,8 +71,13 @@ RelaxParams AlphaSlopes::params(int start, int node, const at::Tensor& rows,
     c10::NoGradGuard no_grad;
     g_.node(node).op->project_relaxation_params(a, *in[0]);
   }
-  const at::Tensor idx =
-      it->second.per_row == 1 ? rows : at::floor_divide(rows, it->second.per_row);
+  at::Tensor idx = it->second.per_row == 1 ? rows : at::floor_divide(rows, it->second.per_row);
+  if (size_ > 1) {
+    // Spec-parallel: ids this rank owns map into its rows. The only others a pass carries are
+    // the filler rows that pad a rank's share (CrownEngine::bound_rows), whose bounds are
+    // dropped: any sound α serves them.
+    idx = (idx - it->second.first).clamp(0, a.size(1) - 1);
+  }
   return {a[0].index_select(0, idx), a[1].index_select(0, idx), {}, {}};
 }
 
@@ -88,10 +101,11 @@ int64_t AlphaSlopes::bytes() const {
 
 AlphaResult alpha_crown(const BoundGraph& g, const InputBox& box, const at::Tensor& C,
                         const AlphaOptions& alpha, const BoundOptions& options, bool lower,
-                        bool upper) {
+                        bool upper, const collective::CommPtr& spec_comm) {
   if (alpha.iterations < 1) throw InvalidArgument("alpha-CROWN needs at least 1 iteration");
   if (!(alpha.lr > 0)) throw InvalidArgument("alpha-CROWN learning rate must be > 0");
   const int64_t spec_rows = C.defined() ? C.size(0) : g.output_numel();
+  const int spec_ranks = spec_comm ? spec_comm->size() : 1;
   // auto_LiRPA keeps the best intermediate bounds only from iteration 0 and from the iterations
   // after int(iterations·start_save_best) (0.5) on: in between, the reference stays where it was,
   // so neurons do not turn stable (and lose their gradient) early in the optimisation.
@@ -113,7 +127,7 @@ AlphaResult alpha_crown(const BoundGraph& g, const InputBox& box, const at::Tens
   std::vector<std::optional<Interval>> crown_bounds(size_t(g.size()));
   {
     c10::NoGradGuard no_grad;
-    CrownEngine engine(g, box, options);
+    CrownEngine engine(g, box, options, spec_comm);
     engine.compute_intermediate_bounds();
     for (int i = 1; i < g.size(); ++i) {
       if (g.is_pre_activation(i)) crown_bounds[size_t(i)] = engine.bounds(i);
@@ -122,7 +136,8 @@ AlphaResult alpha_crown(const BoundGraph& g, const InputBox& box, const at::Tens
   // auto_LiRPA optimises the upper bounds first, then the lower bounds, each from fresh α.
   for (const bool lower_side : {false, true}) {
     if (lower_side ? !lower : !upper) continue;
-    AlphaSlopes slopes(g, spec_rows);
+    AlphaSlopes slopes(g, spec_rows, spec_comm ? spec_comm->rank() : 0,
+                       spec_comm ? spec_comm->size() : 1);
     slopes.initialise_from(crown_bounds);
     Adam adam(alpha.lr);
     at::Tensor best;   // [batch, spec], elementwise best over the iterations
@@ -130,7 +145,7 @@ AlphaResult alpha_crown(const BoundGraph& g, const InputBox& box, const at::Tens
     int stale = 0;
     for (int it = 0; it < alpha.iterations; ++it) {
       options.checkpoint();  // may throw DeadlineReached
-      CrownEngine engine(g, box, options);
+      CrownEngine engine(g, box, options, spec_comm);
       engine.set_hook(&slopes);
       for (int i = 1; i < g.size(); ++i) {
         if (reference[size_t(i)] && g.is_pre_activation(i)) {
@@ -188,7 +203,10 @@ AlphaResult alpha_crown(const BoundGraph& g, const InputBox& box, const at::Tens
         }
       }
       if (stale > alpha.early_stop_patience) break;
-      const at::Tensor loss = lower_side ? -b.sum() : b.sum();
+      at::Tensor loss = lower_side ? -b.sum() : b.sum();
+      // Spec-parallel: every rank holds the whole (gathered) bound and differentiates 1/P of the
+      // loss; the gathers' backward sums the ranks' shares (collective/autograd.hpp, partial).
+      if (spec_ranks > 1) loss = loss / double(spec_ranks);
       const std::vector<at::Tensor> params = slopes.parameters();
       if (it + 1 == alpha.iterations || params.empty() || !loss.requires_grad() || out_of_time()) {
         break;
@@ -197,6 +215,7 @@ AlphaResult alpha_crown(const BoundGraph& g, const InputBox& box, const at::Tens
       adam.step(params);
       adam.decay(alpha.lr_decay);
     }
+    result.alpha_bytes = std::max(result.alpha_bytes, slopes.bytes());
     (lower_side ? result.bounds.lower : result.bounds.upper) = best;
   }
   return result;

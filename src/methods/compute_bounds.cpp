@@ -24,10 +24,7 @@ Interval compute_bounds(const BoundGraph& g, const InputBox& box, Method method,
   if (method == Method::kIbp) {
     b = ibp_bounds(g, box, C);
   } else if (method == Method::kAlphaCrown) {
-    if (spec_comm && spec_comm->size() > 1) {
-      throw UnsupportedError("spec-parallel alpha-CROWN (its AllGather cuts the gradients)");
-    }
-    b = alpha_crown(g, box, C, AlphaOptions{}, options).bounds;
+    b = alpha_crown(g, box, C, AlphaOptions{}, options, true, true, spec_comm).bounds;
   } else {
     CrownEngine engine(g, box, options, std::move(spec_comm));
     engine.compute_intermediate_bounds();

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
+#include "distcrown/collective/autograd.hpp"
 #include "distcrown/methods/ibp.hpp"
 #include "distcrown/util/error.hpp"
 
@@ -162,31 +163,61 @@ Interval CrownEngine::bound_rows(int start, int64_t k, const RowMaker& make_rows
                                  const at::Tensor& row_ids, Sides sides) {
   const int P = spec_comm_ ? spec_comm_->size() : 1;
   if (P == 1) return chunked(start, at::arange(k, index_options()), make_rows, row_ids, sides);
-  if (hook_ != nullptr) {
-    // The AllGather below would cut the autograd graph of the other ranks' rows.
-    throw UnsupportedError("spec-parallel bounding with optimised relaxations (alpha/beta)");
+  // The positions (0..k-1) each rank bounds, in order. Without a hook rank r takes the block
+  // [r·block, (r+1)·block), block a multiple of kRowAlign. With one (α-/β-CROWN) rank r takes the
+  // rows whose ids it owns (owned_rows), so the relaxation parameters of a row live on one rank
+  // whichever rows a pass asks for: the hook stores only this rank's rows.
+  std::vector<at::Tensor> positions(static_cast<size_t>(P));  // CPU LongTensor per rank
+  int64_t most = 0;
+  if (hook_ == nullptr) {
+    const int64_t block = ((k + P - 1) / P + kRowAlign - 1) / kRowAlign * kRowAlign;
+    for (int r = 0; r < P; ++r) {
+      positions[size_t(r)] = at::arange(std::min(k, block * r), std::min(k, block * (r + 1)),
+                                        at::TensorOptions().dtype(at::kLong));
+    }
+  } else {
+    // Ids of the rows: neuron indices of an intermediate start, spec rows (= positions) of the
+    // output; `n` ids in all.
+    const at::Tensor ids = row_ids.defined() ? row_ids.cpu() : at::arange(k, at::kLong);
+    const int64_t n = row_ids.defined() ? g_.node_numel(start) : k;
+    for (int r = 0; r < P; ++r) {
+      const RowRange own = owned_rows(n, P, r);
+      positions[size_t(r)] = ((ids >= own.begin) & (ids < own.end)).nonzero().reshape({-1});
+    }
   }
-  // Rank r takes rows [r·per, (r+1)·per); every rank pads its slice to `per` rows by repeating
-  // a row, so all ranks run the same passes and make the same collective calls (FSDP gathers
-  // inside them) in the same order.
-  const int64_t per = ((k + P - 1) / P + kRowAlign - 1) / kRowAlign * kRowAlign;
-  const int64_t begin = std::min(k, per * spec_comm_->rank());
-  const int64_t end = std::min(k, begin + per);
-  at::Tensor idx = at::arange(begin, end, index_options());
-  if (end - begin < per) {
-    const int64_t filler = end > begin ? end - 1 : 0;
-    idx = at::cat({idx, at::full({per - (end - begin)}, filler, index_options())});
+  for (const at::Tensor& p : positions) most = std::max(most, p.numel());
+  // Every rank pads its rows to `per` by repeating a row (its last, or row 0 when it has none), so
+  // all ranks run the same passes and make the same collective calls (FSDP gathers inside them,
+  // and the gradients' collectives) in the same order.
+  const int64_t per = std::max<int64_t>((most + kRowAlign - 1) / kRowAlign * kRowAlign, kRowAlign);
+  const at::Tensor& own = positions[size_t(spec_comm_->rank())];
+  at::Tensor idx = own;
+  if (own.numel() < per) {
+    const int64_t filler = own.numel() > 0 ? own[own.numel() - 1].item<int64_t>() : 0;
+    idx = at::cat({own, at::full({per - own.numel()}, filler, at::kLong)});
   }
-  Interval local = chunked(start, idx, make_rows, row_ids, sides);  // [B, per] each
+  Interval local = chunked(start, idx.to(index_options().device()), make_rows, row_ids, sides);
   // A side not wanted travels as zeros, so every rank gathers the same shapes.
   if (!local.lower.defined()) local.lower = at::zeros_like(local.upper);
   if (!local.upper.defined()) local.upper = at::zeros_like(local.lower);
   const int64_t B = local.lower.size(0);
-  const at::Tensor mine = at::stack({local.lower, local.upper}).contiguous();  // [2, B, per]
-  at::Tensor all = at::empty({P, 2, B, per}, mine.options());
-  spec_comm_->all_gather(mine, all);
-  // [P, 2, B, per] -> [2, B, P·per] -> the first k rows.
-  const at::Tensor joined = all.permute({1, 2, 0, 3}).reshape({2, B, P * per}).slice(2, 0, k);
+  const at::Tensor mine = at::stack({local.lower, local.upper}).unsqueeze(0);  // [1, 2, B, per]
+  // [P, 2, B, per]; with a hook the gradient flows back to the rank that computed each row.
+  const at::Tensor all = hook_ != nullptr ? collective::gather_from_ranks(mine, spec_comm_) : [&] {
+    at::Tensor out = at::empty({P, 2, B, per}, mine.options());
+    spec_comm_->all_gather(mine.contiguous(), out);
+    return out;
+  }();
+  // Where position j sits in [P·per]: rank r's i-th row at r·per + i.
+  at::Tensor where = at::empty({k}, at::kLong);
+  for (int r = 0; r < P; ++r) {
+    const at::Tensor& p = positions[size_t(r)];
+    if (p.numel() > 0) where.index_copy_(0, p, at::arange(p.numel(), at::kLong) + r * per);
+  }
+  // [P, 2, B, per] -> [2, B, P·per] -> the k rows in position order.
+  const at::Tensor joined = all.permute({1, 2, 0, 3})
+                                .reshape({2, B, P * per})
+                                .index_select(2, where.to(index_options().device()));
   return {sides.lower ? joined[0].contiguous() : at::Tensor(),
           sides.upper ? joined[1].contiguous() : at::Tensor()};
 }

@@ -10,6 +10,7 @@
 // [r, B, in] per zone the pass crosses, including the start's (docs/architecture.md).
 #include <ATen/ATen.h>
 
+#include "distcrown/collective/autograd.hpp"
 #include "distcrown/collective/communicator.hpp"
 #include "distcrown/methods/crown.hpp"
 #include "distcrown/util/error.hpp"
@@ -62,9 +63,19 @@ Interval CrownEngine::refine_sharded(int i, const Interval& reference, const Out
     every = double(k) > opt_.minimum_sparsity * double(s.global);  // as refine(), over all ranks
   }
   if (every) rows = at::arange(s.global, at::kLong);
-  const Interval c = bound_rows(i, rows.numel(), [&](const at::Tensor& idx) {
-    return sharded_one_hot(rows.index_select(0, idx.cpu()), s, B, options);
-  });  // [B, k] each, every rank the same
+  // The rows' ids for the relaxation hook are the global neuron indices (as refine()'s).
+  Interval c = bound_rows(
+      i, rows.numel(),
+      [&](const at::Tensor& idx) {
+        return sharded_one_hot(rows.index_select(0, idx.cpu()), s, B, options);
+      },
+      rows.to(options.device()));  // [B, k] each, every rank the same
+  if (c.lower.requires_grad() || c.upper.requires_grad()) {
+    // α-CROWN: every rank keeps only its own neurons of these replicated bounds, so each sees its
+    // share of their gradient (collective/autograd.hpp, convention `whole`).
+    c = {collective::copy_to_shards(c.lower, g_.tensor_parallel_group()),
+         collective::copy_to_shards(c.upper, g_.tensor_parallel_group())};
+  }
   // This rank's neurons among the rows: positions j in `rows`, columns local[j] here.
   const at::Tensor local = rows - s.offset;
   const at::Tensor j = ((local >= 0) & (local < s.width)).nonzero().reshape({-1});

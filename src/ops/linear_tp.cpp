@@ -1,12 +1,34 @@
 #include "distcrown/ops/linear_tp.hpp"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+
+#include "distcrown/collective/autograd.hpp"
 
 #include "distcrown/ops/linear.hpp"
 #include "distcrown/util/error.hpp"
 
 namespace distcrown::ops {
 namespace {
+
+// α-CROWN differentiates through the zones (grad mode on, a pass carrying α): then the zone's
+// collectives are the autograd pairs of collective/autograd.hpp (convention `whole`: every rank
+// differentiates the whole loss), so a replicated tensor that enters this rank's share of the
+// work goes through copy_to_shards and a partial sum leaves through reduce_from_shards. The
+// plain Communicator calls below stay the CROWN path (no autograd record, bitwise unchanged).
+// Every rank makes the same decision: their passes carry the same parameters.
+bool differentiable(std::initializer_list<const at::Tensor*> ts) {
+  if (!at::GradMode::is_enabled()) return false;
+  for (const at::Tensor* t : ts) {
+    if (t->defined() && t->requires_grad()) return true;
+  }
+  return false;
+}
+
+// Interval through copy_to_shards (a replicated input of this rank's local work).
+Interval to_shards(const Interval& x, const collective::CommPtr& group) {
+  return {collective::copy_to_shards(x.lower, group), collective::copy_to_shards(x.upper, group)};
+}
 
 // Forward and IBP are LinearMaps' (local: x [B, in] replicated -> this rank's neurons [B, w]).
 class BoundLinearTPCol final : public LinearMaps {
@@ -19,8 +41,19 @@ class BoundLinearTPCol final : public LinearMaps {
   OpTraits traits() const override { return {.affine = true, .mixes_elements = true}; }
   const OutputShard* output_shard() const override { return &shard_; }
 
-  std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> /*bounds*/,
+  // Replicated input bounds -> this rank's neurons: the input's gradient is this rank's share.
+  Interval ibp(std::span<const Interval* const> x) const override {
+    if (!differentiable({&x[0]->lower, &x[0]->upper})) return LinearMaps::ibp(x);
+    const Interval shared = to_shards(*x[0], group_);
+    const Interval* args[] = {&shared};
+    return LinearMaps::ibp(args);
+  }
+
+  std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> bounds,
                                BiasPair& bias_acc) const override {
+    if (differentiable({&a.lA, &a.uA, &bias_acc.lower, &bias_acc.upper})) {
+      return backward_differentiable(a, bounds, bias_acc);
+    }
     // Each rank's A·W_r [S, B, in] and bias (the pass's partial bias + A·b_r, [S, B]) are its
     // share of the whole; they are written into one buffer and summed by one AllReduce:
     //   buffer = [A side 1 | A side 2 (when lA, uA differ) | bias lower | bias upper]
@@ -78,6 +111,41 @@ class BoundLinearTPCol final : public LinearMaps {
   }
 
  private:
+  // backward() with autograd: A·W_r and the partial biases (LinearMaps' map), then one
+  // reduce_from_shards over all of them: [A sides | bias lower | bias upper] flattened.
+  std::vector<BoundA> backward_differentiable(const BoundA& a,
+                                              std::span<const Interval* const> bounds,
+                                              BiasPair& bias_acc) const {
+    const at::Tensor& any = a.lA.defined() ? a.lA : a.uA;
+    const int64_t S = any.size(0);
+    const int64_t B = any.size(1);
+    BiasPair partial;  // this rank's share of the pass's bias: [S, B] per defined side
+    if (a.lA.defined())
+      partial.lower = bias_acc.lower.defined() ? bias_acc.lower : at::zeros({S, B}, any.options());
+    if (a.uA.defined())
+      partial.upper = bias_acc.upper.defined() ? bias_acc.upper : at::zeros({S, B}, any.options());
+    const BoundA mapped = LinearMaps::backward(a, bounds, partial).front();
+    const bool shared = mapped.lA.defined() && mapped.lA.is_same(mapped.uA);
+    std::vector<at::Tensor> parts;
+    if (mapped.lA.defined()) parts.push_back(mapped.lA.reshape({-1}));
+    if (mapped.uA.defined() && !shared) parts.push_back(mapped.uA.reshape({-1}));
+    if (partial.lower.defined()) parts.push_back(partial.lower.reshape({-1}));
+    if (partial.upper.defined()) parts.push_back(partial.upper.reshape({-1}));
+    const at::Tensor whole = collective::reduce_from_shards(at::cat(parts), group_);
+    int64_t at_offset = 0;
+    const auto take = [&](const at::Tensor& like) {
+      at::Tensor t = whole.narrow(0, at_offset, like.numel()).view(like.sizes());
+      at_offset += like.numel();
+      return t;
+    };
+    BoundA out;
+    if (mapped.lA.defined()) out.lA = take(mapped.lA);
+    if (mapped.uA.defined()) out.uA = shared ? out.lA : take(mapped.uA);
+    bias_acc.lower = partial.lower.defined() ? take(partial.lower) : at::Tensor();
+    bias_acc.upper = partial.upper.defined() ? take(partial.upper) : at::Tensor();
+    return {out};
+  }
+
   OutputShard shard_;  // this rank's rows of W [w, in] and b [w] (params())
   collective::CommPtr group_;
 };
@@ -105,7 +173,11 @@ class BoundLinearTPRow final : public LinearMaps {
     // Centre and radius are both partial sums: one AllReduce of [2, B, out].
     const CentreRadius cr = centre_radius(*x[0], false);
     at::Tensor both = at::stack({cr.centre, cr.radius});
-    group_->all_reduce(both, collective::ReduceOp::kSum);
+    if (differentiable({&both})) {
+      both = collective::reduce_from_shards(both, group_);
+    } else {
+      group_->all_reduce(both, collective::ReduceOp::kSum);
+    }
     const at::Tensor b = bias();
     const at::Tensor centre = b.defined() ? both[0] + b : both[0];
     return {centre - both[1], centre + both[1]};
@@ -115,6 +187,28 @@ class BoundLinearTPRow final : public LinearMaps {
                                BiasPair& bias_acc) const override {
     // The bias term A·b is replicated; entering the zone the pass's bias becomes a partial sum
     // that the zone's Col AllReduces: rank 0 keeps it, the others restart from zero.
+    if (differentiable({&a.lA, &a.uA, &bias_acc.lower, &bias_acc.upper})) {
+      // A·b on the replicated A (replicated work), the A through copy_to_shards into this
+      // rank's columns; the hand-over keeps every rank's graph the same (×0 instead of dropping)
+      // and copy_to_shards sums rank 0's gradient to every rank.
+      const at::Tensor w = weight();
+      const at::Tensor b = bias();
+      map_sides(a, bias_acc, no_bias,
+                [&](const at::Tensor& A) { return b.defined() ? bias_term(A, b) : at::Tensor(); });
+      BoundA local;
+      local.lA = a.lA.defined() ? collective::copy_to_shards(a.lA, group_) : at::Tensor();
+      local.uA = a.uA.defined() && a.uA.is_same(a.lA) ? local.lA
+                 : a.uA.defined()                     ? collective::copy_to_shards(a.uA, group_)
+                                                      : at::Tensor();
+      BiasPair none;
+      std::vector<BoundA> out{map_sides(
+          local, none, [&](const at::Tensor& A) { return map_a(A, w); }, no_bias)};
+      const double keep = group_->rank() == 0 ? 1.0 : 0.0;
+      for (at::Tensor* side : {&bias_acc.lower, &bias_acc.upper}) {
+        if (side->defined()) *side = collective::copy_to_shards(*side, group_) * keep;
+      }
+      return out;
+    }
     std::vector<BoundA> out = LinearMaps::backward(a, bounds, bias_acc);
     if (group_->rank() != 0) bias_acc = BiasPair{};
     return out;

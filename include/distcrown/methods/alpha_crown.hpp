@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "distcrown/bounds/interval.hpp"
+#include "distcrown/collective/communicator.hpp"
 #include "distcrown/graph/bound_graph.hpp"
 #include "distcrown/methods/options.hpp"
 #include "distcrown/methods/relaxation_hook.hpp"
@@ -47,8 +48,11 @@ struct AlphaOptions {
 /// The α tensors, created on first use from the node's CROWN slopes.
 class AlphaSlopes final : public RelaxationHook {
  public:
-  /// `output_rows`: spec rows of passes that start at the graph's output.
-  AlphaSlopes(const BoundGraph& g, int64_t output_rows) : g_(g), output_rows_(output_rows) {}
+  /// `output_rows`: spec rows of passes that start at the graph's output. Under spec-parallel
+  /// bounding (`size` > 1) this rank stores only the α rows of the row ids it owns
+  /// (owned_rows(n, size, rank) of every start's n rows): α memory per rank ÷ P.
+  AlphaSlopes(const BoundGraph& g, int64_t output_rows, int rank = 0, int size = 1)
+      : g_(g), output_rows_(output_rows), rank_(rank), size_(size) {}
 
   RelaxParams params(int start, int node, const at::Tensor& rows,
                      std::span<const Interval* const> in) override;
@@ -62,8 +66,9 @@ class AlphaSlopes final : public RelaxationHook {
 
   /// Leaf tensors, in a fixed order.
   [[nodiscard]] std::vector<at::Tensor> parameters() const;
-  /// α of (start, node), [2, rows, *P] (P: the node's initial_relaxation_params shape);
-  /// undefined when never used. Each use first projects it (project_relaxation_params).
+  /// α of (start, node), [2, rows, *P] (P: the node's initial_relaxation_params shape; rows:
+  /// this rank's, from the first α row it owns); undefined when never used. Each use first projects
+  /// it (project_relaxation_params).
   [[nodiscard]] at::Tensor get(int start, int node) const;
   /// Bytes held by the α tensors.
   [[nodiscard]] int64_t bytes() const;
@@ -71,12 +76,15 @@ class AlphaSlopes final : public RelaxationHook {
  private:
   const BoundGraph& g_;
   int64_t output_rows_;
+  int rank_;
+  int size_;
   /// Neurons of `start` that share one row of α: H·W for a shared convolutional start, else 1.
   [[nodiscard]] int64_t positions_per_row(int start) const;
 
   struct Slopes {
-    at::Tensor alpha;  // [2, rows, *P]
+    at::Tensor alpha;  // [2, rows, *P]: α rows [first, first + rows)
     int64_t per_row = 1;
+    int64_t first = 0;
   };
   std::vector<std::optional<Interval>> init_;
   std::map<std::pair<int, int>, Slopes> alpha_;
@@ -89,13 +97,21 @@ struct AlphaResult {
   std::vector<std::optional<Interval>> intermediate;
   /// α of the lower-bound optimisation at its best iteration for passes from the output: ReLU
   /// node -> [spec, batch, *shape] (the lA side). What β-CROWN starts from.
+  /// Under spec-parallel bounding: this rank's rows only (AlphaSlopes::get).
   std::map<int, at::Tensor> output_alpha;
   int iterations_run = 0;
+  /// Bytes of α this rank held (the larger of the two sides' optimisations).
+  int64_t alpha_bytes = 0;
 };
 
-/// α-CROWN bounds of C·output (C [spec, n_out], undefined = identity).
+/// α-CROWN bounds of C·output (C [spec, n_out], undefined = identity). With `spec_comm`
+/// (spec-parallel bounding, CrownEngine) every pass's rows are split over its ranks, each rank
+/// holds and optimises the α of its own rows, and every rank returns all bounds; gradients
+/// follow the `partial` convention of collective/autograd.hpp (each rank differentiates 1/P of
+/// the loss). Tensor-parallel graphs need no communicator here (their nodes carry it).
 AlphaResult alpha_crown(const BoundGraph& g, const InputBox& box, const at::Tensor& C = {},
                         const AlphaOptions& alpha = {}, const BoundOptions& options = {},
-                        bool lower = true, bool upper = true);
+                        bool lower = true, bool upper = true,
+                        const collective::CommPtr& spec_comm = nullptr);
 
 }  // namespace distcrown

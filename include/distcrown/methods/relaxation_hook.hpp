@@ -3,6 +3,8 @@
 // node with optimisable slopes asks the hook for its parameters. Rows are identified by the start
 // node and the row ids of that start (neuron indices of an intermediate start, spec-row indices of
 // the output), so one α tensor per (start, node) pair serves passes over any subset of rows.
+#include <algorithm>
+#include <cstdint>
 #include <span>
 
 #include <ATen/core/Tensor.h>
@@ -11,6 +13,22 @@
 #include "distcrown/graph/bound_node.hpp"
 
 namespace distcrown {
+
+/// Spec-parallel ownership of a start node's rows (ids 0..n-1: its neurons, or the spec rows of
+/// the output) when passes carry optimised relaxations: rank `rank` of `size` owns the ids
+/// [begin, end) (balanced, the first n % size ranks one more) and bounds exactly those, so the
+/// parameters of a row live on one rank whichever rows a pass asks for (CrownEngine::bound_rows,
+/// AlphaSlopes).
+struct RowRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+};
+inline RowRange owned_rows(int64_t n, int size, int rank) {
+  const int64_t base = n / size;
+  const int64_t extra = n % size;
+  const int64_t begin = rank * base + std::min<int64_t>(rank, extra);
+  return {begin, begin + base + (rank < extra ? 1 : 0)};
+}
 
 class RelaxationHook {
  public:
