@@ -35,7 +35,7 @@ struct Model {
   std::string bytes;  // serialized ONNX
   InputBox box;
   int iterations;  // α-CROWN iterations
-  bool large;      // the two large fixtures: spec-parallel only, lower bounds only
+  bool large;      // the large fixtures: spec-parallel only, lower bounds only
 };
 
 std::vector<Model> random_models() {
@@ -78,8 +78,9 @@ std::vector<Model> fixture_models() {
     if (!seen.insert(model).second) continue;
     std::ifstream in(testing::fixtures_dir() / model, std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const bool large =
-        model.find("resnet") != std::string::npos || model.find("sigmoid") != std::string::npos;
+    const bool large = model.find("resnet") != std::string::npos ||
+                       model.find("sigmoid") != std::string::npos ||
+                       model.find("vit") != std::string::npos;
     out.push_back({f.stem().string(), bytes, testing::reference_box(ref), large ? 2 : 3, large});
   }
   return out;
@@ -129,8 +130,8 @@ const AlphaResult& reference(const Model& m) {
 void check(Plan plan) {
   const collective::CommPtr comm = world();
   for (const Model& m : models()) {
-    // The large fixtures (a ResNet, a 6x200 sigmoid net) run in the spec-parallel test only,
-    // the plan whose α and gradients are split.
+    // The large fixtures (a ResNet, a 6x200 sigmoid net, the ViT) run in the spec-parallel test
+    // only, the plan whose α and gradients are split.
     if (m.large && plan != Plan::kSpec) continue;
     SCOPED_TRACE(m.name);
     BoundGraph sharded = io::load_onnx_bytes(m.bytes, m.name);
