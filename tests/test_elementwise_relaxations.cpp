@@ -1,10 +1,10 @@
 // Relaxations of the nonlinear elementwise operators (ops/s_shaped.cpp: Sigmoid, Tanh;
-// ops/convex.cpp: Exp, Reciprocal) on the edges: every linear bound the operator hands to CROWN
-// (its own choice, and any parameters α-CROWN may reach after projection) lies below resp. above f
-// on the whole interval, in float32 and float64. S-shaped: zero-width intervals, intervals
-// straddling the inflection point, one-sided and saturated ones, and intervals beyond the tangent
-// table (|bound| > 500, where auto_LiRPA's fallback tangent is not sound). Convex: zero width,
-// narrow and very wide intervals, near the domain's edge.
+// ops/convex.cpp: Exp, Reciprocal; ops/power.cpp: Pow, Sqrt) on the edges: every linear bound the
+// operator hands to CROWN (its own choice, and any parameters α-CROWN may reach after projection)
+// lies below resp. above f on the whole interval, in float32 and float64. S-shaped: zero-width
+// intervals, intervals straddling the inflection point, one-sided and saturated ones, and intervals
+// beyond the tangent table (|bound| > 500, where auto_LiRPA's fallback tangent is not sound).
+// Convex: zero width, narrow and very wide intervals, near the domain's edge.
 #include <algorithm>
 #include <ostream>
 #include <string>
@@ -37,17 +37,36 @@ const Intervals kExpIntervals = {{-3, -3}, {0, 0},        {-1, 1},   {-20, 5},  
 const Intervals kReciprocalIntervals = {{0.01, 0.01}, {0.5, 2},    {1e-3, 100}, {3, 3},
                                         {0.1, 0.2},   {1e-3, 1e3}, {50, 51},    {0.004, 0.02}};
 
+// Pow: the exponent is a constant second input; Sqrt: on x ≥ 0 only.
+const Intervals kEvenPowIntervals = {{-3, -3}, {0, 0},     {-1, 1},       {-20, 5},  {-0.1, 3},
+                                     {2, 7},   {-9, -8.5}, {-1e-7, 1e-7}, {-50, 50}, {0.5, 0.6}};
+const Intervals kOddPowIntervals = {
+    {-3, -3},  {0, 0},    {2, 2},          {-1, 1},       {-20, 5},  {-5, 20},  {-0.1, 3},
+    {-3, 0.1}, {2, 7},    {-9, -8.5},      {-1e-7, 1e-7}, {-50, 50}, {-1, 1.9}, {-1, 2.1},
+    {-2.1, 1}, {-1.9, 1}, {-0.001, 0.002}, {0, 5},        {-5, 0}};
+const Intervals kSqrtIntervals = {{0, 0},      {0, 1},   {4, 4},   {1e-6, 1e-6}, {0.5, 2},
+                                  {1e-3, 100}, {0, 1e4}, {50, 51}, {1e-8, 1e-3}};
+
 struct OpIntervals {
   std::string op;
   Intervals intervals;
+  double exponent = 0;  // Pow's constant exponent; 0 for a one-input op
+  [[nodiscard]] std::string name() const {
+    return exponent == 0 ? op : op + std::to_string(int(exponent));
+  }
 };
-[[maybe_unused]] void PrintTo(const OpIntervals& c, std::ostream* os) { *os << c.op; }
+[[maybe_unused]] void PrintTo(const OpIntervals& c, std::ostream* os) { *os << c.name(); }
 
-// x [1, n] -> op -> y: the op is node 1.
-BoundGraph one_op_graph(const std::string& op_type, int64_t n) {
+// x [1, n] -> op -> y (Pow: x^exponent, the exponent an initializer): the op is node 1.
+BoundGraph one_op_graph(const std::string& op_type, int64_t n, double exponent = 0) {
   testing::OnnxBuilder b;
   b.input("x", {1, n}).output("y", {1, n});
-  b.node("op", op_type, {"x"}, {"y"});
+  if (exponent != 0) {
+    b.initializer("p", at::tensor(exponent, at::kFloat));
+    b.node("op", op_type, {"x", "p"}, {"y"});
+  } else {
+    b.node("op", op_type, {"x"}, {"y"});
+  }
   return io::load_onnx_bytes(b.bytes(), op_type + ".onnx");
 }
 
@@ -124,7 +143,7 @@ TEST_P(Relaxation, CrownLinesBoundTheFunctionOnEveryEdgeInterval) {
   const OpIntervals& c = GetParam();
   for (const auto type : {at::kFloat, at::kDouble}) {
     const Interval pre = edge_intervals(c.intervals, type);
-    BoundGraph g = one_op_graph(c.op, pre.lower.size(1));
+    BoundGraph g = one_op_graph(c.op, pre.lower.size(1), c.exponent);
     g.to_dtype(type);
     expect_bounds_f(g, pre, lines_of(*g.node(1).op, pre, {}), c.intervals,
                     c.op + (type == at::kFloat ? " f32" : " f64"));
@@ -136,7 +155,7 @@ TEST_P(Relaxation, InitialParametersGiveCrownsLines) {
   const OpIntervals& c = GetParam();
   const Interval pre = edge_intervals(c.intervals, at::kFloat);
   const int64_t n = pre.lower.size(1);
-  const BoundGraph g = one_op_graph(c.op, n);
+  const BoundGraph g = one_op_graph(c.op, n, c.exponent);
   const BoundNode& op = *g.node(1).op;
   ASSERT_TRUE(op.traits().relaxation_params);
   at::Tensor alpha = alpha_rows(op.initial_relaxation_params(pre), n);
@@ -161,7 +180,7 @@ TEST_P(Relaxation, ProjectedParametersStaySound) {
   for (const auto type : {at::kFloat, at::kDouble}) {
     const Interval pre = edge_intervals(c.intervals, type);
     const int64_t n = pre.lower.size(1);
-    BoundGraph g = one_op_graph(c.op, n);
+    BoundGraph g = one_op_graph(c.op, n, c.exponent);
     g.to_dtype(type);
     const BoundNode& op = *g.node(1).op;
     for (const double spread : {0.1, 3.0, 1e3}) {
@@ -174,12 +193,16 @@ TEST_P(Relaxation, ProjectedParametersStaySound) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, Relaxation,
-                         ::testing::Values(OpIntervals{"Sigmoid", kSShapedIntervals},
-                                           OpIntervals{"Tanh", kSShapedIntervals},
-                                           OpIntervals{"Exp", kExpIntervals},
-                                           OpIntervals{"Reciprocal", kReciprocalIntervals}),
-                         [](const ::testing::TestParamInfo<OpIntervals>& i) { return i.param.op; });
+INSTANTIATE_TEST_SUITE_P(
+    Ops, Relaxation,
+    ::testing::Values(OpIntervals{"Sigmoid", kSShapedIntervals},
+                      OpIntervals{"Tanh", kSShapedIntervals}, OpIntervals{"Exp", kExpIntervals},
+                      OpIntervals{"Reciprocal", kReciprocalIntervals},
+                      OpIntervals{"Pow", kEvenPowIntervals, 2},
+                      OpIntervals{"Pow", kEvenPowIntervals, 4},
+                      OpIntervals{"Pow", kOddPowIntervals, 3},
+                      OpIntervals{"Pow", kOddPowIntervals, 5}, OpIntervals{"Sqrt", kSqrtIntervals}),
+    [](const ::testing::TestParamInfo<OpIntervals>& i) { return i.param.name(); });
 
 // Reciprocal is defined here for positive inputs only: an interval reaching 0 is an error, never
 // a bound.
@@ -191,6 +214,28 @@ TEST(ReciprocalDomain, IntervalReachingZeroIsANumericError) {
   const Interval* in[] = {&pre};
   EXPECT_THROW((void)g.node(1).op->ibp(in), NumericError);
   EXPECT_THROW((void)lines_of(*g.node(1).op, pre, {}), NumericError);
+}
+
+// Sqrt likewise for inputs below 0 (0 itself is in its domain).
+TEST(SqrtDomain, IntervalReachingBelowZeroIsANumericError) {
+  c10::NoGradGuard no_grad;
+  const BoundGraph g = one_op_graph("Sqrt", 2);
+  const Interval pre{at::tensor({0.0, -0.1}).reshape({1, 2}),
+                     at::tensor({1.0, 0.3}).reshape({1, 2})};
+  const Interval* in[] = {&pre};
+  EXPECT_THROW((void)g.node(1).op->ibp(in), NumericError);
+  EXPECT_THROW((void)lines_of(*g.node(1).op, pre, {}), NumericError);
+}
+
+// Pow lowers by its exponent: 1 is the input itself, 0.5 is Sqrt, integers ≥ 2 are Pow, and any
+// other exponent (or a variable one) is a one-line UnsupportedError.
+TEST(PowExponent, LowersByExponentOrFailsCleanly) {
+  EXPECT_EQ(one_op_graph("Pow", 3, 1.0).size(), 1);
+  EXPECT_EQ(one_op_graph("Pow", 3, 0.5).node(1).op->op_type(), "Sqrt");
+  EXPECT_EQ(one_op_graph("Pow", 3, 2.0).node(1).op->op_type(), "Pow");
+  for (const double e : {-1.0, 1.5, 0.25}) {
+    EXPECT_THROW((void)one_op_graph("Pow", 3, e), UnsupportedError) << e;
+  }
 }
 
 }  // namespace

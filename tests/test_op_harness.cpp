@@ -47,6 +47,7 @@
 #include "distcrown/ops/max_pool.hpp"
 #include "distcrown/ops/mul_div.hpp"
 #include "distcrown/ops/pad.hpp"
+#include "distcrown/ops/power.hpp"
 #include "distcrown/ops/reduce.hpp"
 #include "distcrown/ops/relu.hpp"
 #include "distcrown/ops/reshape.hpp"
@@ -224,6 +225,25 @@ const std::vector<OpCase>& op_cases() {
       {"Tanh", [](Rng& r) { return elementwise_graph(r, "Tanh"); }},
       {"TanhSaturated", [](Rng& r) { return elementwise_graph(r, "Tanh", 8.0); }},
       {"Exp", [](Rng& r) { return elementwise_graph(r, "Exp"); }},
+      {"Pow2",
+       [](Rng& r) {
+         return sandwich(r, [](Net& n, int x) { return n.add(ops::make_pow(2), {x}); });
+       }},
+      {"Pow3",
+       [](Rng& r) {
+         return sandwich(r, [](Net& n, int x) { return n.add(ops::make_pow(3), {x}); });
+       }},
+      {"Pow4",
+       [](Rng& r) {
+         return sandwich(r, [](Net& n, int x) { return n.add(ops::make_pow(4), {x}); });
+       }},
+      {"Sqrt",
+       [](Rng& r) {
+         // Positive inputs: x -> Linear 6->8 (bias shifted by 4) -> Sqrt -> Linear 8->4.
+         Net n({1, 6}, r);
+         const int h = n.linear(n.input(), 8, 0.3, 0.3, 4.0);
+         return n.finish(n.linear(n.add(ops::make_sqrt(), {h}), 4));
+       }},
       {"SoftmaxLastAxis", [](Rng& r) { return softmax_graph(r, 13, -1, 0.5); }},
       {"SoftmaxMiddleAxis", [](Rng& r) { return softmax_graph(r, 13, 2, 0.5); }},
       {"SoftmaxOpset11Grouped", [](Rng& r) { return softmax_graph(r, 11, 2, 0.5); }},
@@ -644,6 +664,10 @@ TEST(OpHarnessCases, AffineCasesHaveExactIbp) {
                                                "Tanh",
                                                "TanhSaturated",
                                                "Exp",
+                                               "Pow2",
+                                               "Pow3",
+                                               "Pow4",
+                                               "Sqrt",
                                                "SoftmaxLastAxis",
                                                "SoftmaxMiddleAxis",
                                                "SoftmaxOpset11Grouped",

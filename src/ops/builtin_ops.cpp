@@ -12,6 +12,7 @@ namespace distcrown::ops {
   FAMILY(sign)      /* Sign */                                                   \
   FAMILY(s_shaped)  /* Sigmoid, Tanh */                                          \
   FAMILY(convex)    /* Exp, Reciprocal */                                        \
+  FAMILY(power)     /* Pow (constant exponent), Sqrt */                          \
   FAMILY(conv)      /* Conv */                                                   \
   FAMILY(reshape)   /* Flatten, Reshape, Shape, Squeeze, Unsqueeze, Transpose */ \
   FAMILY(add_sub)   /* Add, Sub */                                               \
