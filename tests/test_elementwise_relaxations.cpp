@@ -6,6 +6,7 @@
 // beyond the tangent table (|bound| > 500, where auto_LiRPA's fallback tangent is not sound).
 // Convex: zero width, narrow and very wide intervals, near the domain's edge.
 #include <algorithm>
+#include <cmath>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -235,6 +236,82 @@ TEST(PowExponent, LowersByExponentOrFailsCleanly) {
   EXPECT_EQ(one_op_graph("Pow", 3, 2.0).node(1).op->op_type(), "Pow");
   for (const double e : {-1.0, 1.5, 0.25}) {
     EXPECT_THROW((void)one_op_graph("Pow", 3, e), UnsupportedError) << e;
+  }
+}
+
+// Known floors: x² ≥ 0, so x² + ε ≥ ε and √(x² + ε) ≥ √ε for every input. Sqrt and Reciprocal
+// lowered after them clamp intermediate bounds that reach below (CROWN's, not intersected with
+// IBP) instead of failing; without such a fact the interval stays an error (above).
+TEST(KnownFloor, SqrtAndReciprocalClampBoundsBelowAKnownFloor) {
+  c10::NoGradGuard no_grad;
+  testing::OnnxBuilder b;
+  b.input("x", {1, 2}).output("y", {1, 2});
+  b.initializer("two", at::tensor(2.0F)).initializer("eps", at::tensor(0.01F));
+  b.node("square", "Pow", {"x", "two"}, {"sq"});
+  b.node("plus_eps", "Add", {"sq", "eps"}, {"v"});
+  b.node("std", "Sqrt", {"v"}, {"s"});
+  b.node("inv", "Reciprocal", {"s"}, {"y"});
+  const BoundGraph g = io::load_onnx_bytes(b.bytes(), "floors.onnx");
+  ASSERT_EQ(g.size(), 5);
+  const Interval below{at::tensor({-1.0F, 0.5F}).reshape({1, 2}),
+                       at::tensor({1.0F, 2.0F}).reshape({1, 2})};
+  const Interval* in[] = {&below};
+  const Interval s = g.node(3).op->ibp(in);  // √ of [−1, 1] ∪ clamped at 0.01
+  EXPECT_NEAR(s.lower[0][0].item<double>(), 0.1, 1e-6);
+  EXPECT_NEAR(s.lower[0][1].item<double>(), std::sqrt(0.5), 1e-6);
+  const Interval r = g.node(4).op->ibp(in);  // 1/· of [−1, 1] clamped at √0.01 = 0.1
+  EXPECT_NEAR(r.upper[0][0].item<double>(), 10.0, 1e-4);
+  EXPECT_NEAR(r.lower[0][1].item<double>(), 0.5, 1e-6);
+  // The lines CROWN takes hold on the part of each interval above the floor.
+  for (const int i : {3, 4}) {
+    const Interval* pre = i == 3 ? &below : &s;
+    const Lines l = lines_of(*g.node(i).op, *pre, {});
+    const double floor = i == 3 ? 0.01 : 0.1;
+    for (int64_t j = 0; j < 2; ++j) {
+      const double lo = std::max(pre->lower[0][j].item<double>(), floor);
+      const at::Tensor x = at::linspace(lo, pre->upper[0][j].item<double>(), 501, at::kDouble);
+      const at::Tensor y = i == 3 ? at::sqrt(x) : 1.0 / x;
+      const auto line = [&](const at::Tensor& k, const at::Tensor& c) {
+        return k[j].item<double>() * x + c[j].item<double>();
+      };
+      EXPECT_LE((line(l.lower_k, l.lower_b) - y).max().item<double>(), 1e-5) << i << " " << j;
+      EXPECT_LE((y - line(l.upper_k, l.upper_b)).max().item<double>(), 1e-5) << i << " " << j;
+    }
+  }
+}
+
+// LayerNormalization lowers into mean, x − mean, square, mean, + ε, √, 1/·, product, scale and
+// bias: the lowered graph computes LayerNorm itself (axis 2 of [1, 2, 3, 4], so over [3, 4]), as
+// does the decomposed form torch.onnx exports before opset 17.
+TEST(LayerNorm, LoweredGraphComputesLayerNorm) {
+  c10::NoGradGuard no_grad;
+  at::manual_seed(3);
+  const at::Tensor gamma = at::randn({3, 4});
+  const at::Tensor beta = at::randn({3, 4});
+  const at::Tensor x = at::randn({5, 2, 3, 4}) * 3 + 1;
+  const at::Tensor want = at::layer_norm(x, {3, 4}, gamma, beta, 1e-5);
+  for (const bool decomposed : {false, true}) {
+    testing::OnnxBuilder b;
+    b.model().opset = decomposed ? 13 : 17;
+    b.input("x", {1, 2, 3, 4}).output("y", {1, 2, 3, 4});
+    b.initializer("gamma", gamma).initializer("beta", beta);
+    if (decomposed) {
+      b.initializer("two", at::tensor(2.0F)).initializer("eps", at::tensor(1e-5F));
+      b.node("mean", "ReduceMean", {"x"}, {"m"}, {testing::attr_ints("axes", {2, 3})});
+      b.node("centre", "Sub", {"x", "m"}, {"c"});
+      b.node("square", "Pow", {"c", "two"}, {"sq"});
+      b.node("var", "ReduceMean", {"sq"}, {"v"}, {testing::attr_ints("axes", {-2, -1})});
+      b.node("plus_eps", "Add", {"v", "eps"}, {"ve"});
+      b.node("std", "Sqrt", {"ve"}, {"s"});
+      b.node("divide", "Div", {"c", "s"}, {"n"});
+      b.node("scale", "Mul", {"n", "gamma"}, {"ns"});
+      b.node("shift", "Add", {"ns", "beta"}, {"y"});
+    } else {
+      b.node("ln", "LayerNormalization", {"x", "gamma", "beta"}, {"y"},
+             {testing::attr_int("axis", 2), testing::attr_float("epsilon", 1e-5)});
+    }
+    const BoundGraph g = io::load_onnx_bytes(b.bytes(), "ln.onnx");
+    EXPECT_TRUE(at::allclose(g.forward(x), want, 1e-4, 1e-5)) << "decomposed " << decomposed;
   }
 }
 

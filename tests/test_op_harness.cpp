@@ -160,6 +160,47 @@ BoundGraph softmax_graph(Rng& rng, int64_t opset, int64_t axis, double scale, bo
   return io::load_onnx_bytes(b.bytes(), "softmax.onnx");
 }
 
+// LayerNormalization through import: x [1, 6] -> Gemm 6->24 -> Reshape [1, 2, 3, 4] -> layer norm
+// over the dims from `axis` on (scale, bias of those dims) -> Reshape [1, 24] -> Gemm 24->4. The
+// opset-17 op (its lowering: mean, x − mean, square, mean, + ε, √, 1/·, product, scale and bias),
+// or with `decomposed` the nodes torch.onnx emits before opset 17 (ReduceMean, Sub, Pow,
+// ReduceMean, Add, Sqrt, Div, Mul, Add), opset 13. `scale` is the first layer's weight scale.
+BoundGraph layer_norm_graph(Rng& rng, bool decomposed, int64_t axis, double scale) {
+  testing::OnnxBuilder b;
+  b.model().opset = decomposed ? 13 : 17;
+  b.input("x", {1, 6}).output("y", {1, 4});
+  const std::vector<int64_t> grid{1, 2, 3, 4};
+  const std::vector<int64_t> normalised(grid.begin() + axis, grid.end());
+  b.initializer("W1", rng.normal({24, 6}, scale)).initializer("b1", rng.normal({24}, 0.3));
+  b.initializer("W2", rng.normal({4, 24}, 0.4)).initializer("b2", rng.normal({4}, 0.3));
+  b.initializer("grid", at::tensor(grid, at::kLong));
+  b.initializer("flat", at::tensor({1, 24}, at::kLong));
+  b.initializer("gamma", rng.normal(normalised, 1.0))
+      .initializer("beta", rng.normal(normalised, 0.3));
+  b.node("fc1", "Gemm", {"x", "W1", "b1"}, {"h"}, {testing::attr_int("transB", 1)});
+  b.node("to_grid", "Reshape", {"h", "grid"}, {"g"});
+  if (decomposed) {
+    std::vector<int64_t> axes;
+    for (int64_t d = axis; d < 4; ++d) axes.push_back(d);
+    b.initializer("two", at::tensor(2.0F)).initializer("eps", at::tensor(1e-5F));
+    b.node("mean", "ReduceMean", {"g"}, {"m"}, {testing::attr_ints("axes", axes)});
+    b.node("centre", "Sub", {"g", "m"}, {"c"});
+    b.node("square", "Pow", {"c", "two"}, {"sq"});
+    b.node("var", "ReduceMean", {"sq"}, {"v"}, {testing::attr_ints("axes", axes)});
+    b.node("plus_eps", "Add", {"v", "eps"}, {"ve"});
+    b.node("std", "Sqrt", {"ve"}, {"s"});
+    b.node("divide", "Div", {"c", "s"}, {"n"});
+    b.node("scale", "Mul", {"n", "gamma"}, {"ns"});
+    b.node("shift", "Add", {"ns", "beta"}, {"p"});
+  } else {
+    b.node("ln", "LayerNormalization", {"g", "gamma", "beta"}, {"p"},
+           {testing::attr_int("axis", axis), testing::attr_float("epsilon", 1e-5)});
+  }
+  b.node("to_flat", "Reshape", {"p", "flat"}, {"f"});
+  b.node("fc2", "Gemm", {"f", "W2", "b2"}, {"y"}, {testing::attr_int("transB", 1)});
+  return io::load_onnx_bytes(b.bytes(), "layer_norm.onnx");
+}
+
 // A constant of the given shape without the batch dim, as a Concat part.
 ops::ConcatPart constant_part(Rng& r, std::vector<int64_t> rest, int64_t axis) {
   const int64_t length = rest[size_t(axis - 1)];
@@ -244,6 +285,11 @@ const std::vector<OpCase>& op_cases() {
          const int h = n.linear(n.input(), 8, 0.3, 0.3, 4.0);
          return n.finish(n.linear(n.add(ops::make_sqrt(), {h}), 4));
        }},
+      {"LayerNormLastAxis", [](Rng& r) { return layer_norm_graph(r, false, 3, 0.5); }},
+      {"LayerNormTwoAxes", [](Rng& r) { return layer_norm_graph(r, false, 2, 0.5); }},
+      {"LayerNormWide", [](Rng& r) { return layer_norm_graph(r, false, 3, 3.0); }},
+      {"LayerNormDecomposed", [](Rng& r) { return layer_norm_graph(r, true, 3, 0.5); }},
+      {"LayerNormDecomposedWide", [](Rng& r) { return layer_norm_graph(r, true, 2, 3.0); }},
       {"SoftmaxLastAxis", [](Rng& r) { return softmax_graph(r, 13, -1, 0.5); }},
       {"SoftmaxMiddleAxis", [](Rng& r) { return softmax_graph(r, 13, 2, 0.5); }},
       {"SoftmaxOpset11Grouped", [](Rng& r) { return softmax_graph(r, 11, 2, 0.5); }},
@@ -668,6 +714,11 @@ TEST(OpHarnessCases, AffineCasesHaveExactIbp) {
                                                "Pow3",
                                                "Pow4",
                                                "Sqrt",
+                                               "LayerNormLastAxis",
+                                               "LayerNormTwoAxes",
+                                               "LayerNormWide",
+                                               "LayerNormDecomposed",
+                                               "LayerNormDecomposedWide",
                                                "SoftmaxLastAxis",
                                                "SoftmaxMiddleAxis",
                                                "SoftmaxOpset11Grouped",

@@ -13,6 +13,7 @@ namespace distcrown::ops {
   FAMILY(s_shaped)  /* Sigmoid, Tanh */                                          \
   FAMILY(convex)    /* Exp, Reciprocal */                                        \
   FAMILY(power)     /* Pow (constant exponent), Sqrt */                          \
+  FAMILY(layernorm) /* LayerNormalization */                                     \
   FAMILY(conv)      /* Conv */                                                   \
   FAMILY(reshape)   /* Flatten, Reshape, Shape, Squeeze, Unsqueeze, Transpose */ \
   FAMILY(add_sub)   /* Add, Sub */                                               \

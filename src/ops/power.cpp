@@ -23,11 +23,17 @@
 // α-CROWN optimises the tangent points (Pow: P = [2, batch, *shape], the lower line's point and
 // the upper line's; Sqrt: P = [batch, *shape]), projected before each use onto the ranges above.
 // Sqrt needs l ≥ 0: an interval reaching below 0 is a NumericError (as Reciprocal for l ≤ 0).
+// Where the input has a known floor f ≥ 0 (GraphBuilder::known_floor: x², a mean of squares + ε)
+// the input interval is clamped at f first: every real input satisfies it, while CROWN's
+// intermediate bounds (not intersected with IBP) may reach below.
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
+#include "distcrown/graph/bound_graph.hpp"
 #include "distcrown/ops/monotone.hpp"
 #include "distcrown/ops/power.hpp"
 #include "distcrown/util/error.hpp"
@@ -80,6 +86,11 @@ class BoundPow final : public BoundNode {
   std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> bounds,
                                BiasPair& bias) const override {
     return backward_relaxed(a, bounds, bias, RelaxParams{});
+  }
+
+  double known_floor(std::span<const double> in) const override {
+    if (in[0] >= 0) return std::pow(in[0], double(n_));  // increasing on x ≥ 0
+    return odd() ? std::numeric_limits<double>::quiet_NaN() : 0.0;
   }
 
   at::Tensor initial_relaxation_params(const Interval& in) const override {
@@ -179,7 +190,8 @@ constexpr double kSqrtMinPoint = 1e-12;
 
 class BoundSqrt final : public MonotoneElementwise {
  public:
-  BoundSqrt() : MonotoneElementwise(Direction::kNonDecreasing) {}
+  explicit BoundSqrt(double input_floor = -1)
+      : MonotoneElementwise(Direction::kNonDecreasing), floor_(input_floor) {}
   std::string op_type() const override { return "Sqrt"; }
   at::Tensor apply(const at::Tensor& x) const override { return at::sqrt(x); }
   OpTraits traits() const override {
@@ -187,8 +199,10 @@ class BoundSqrt final : public MonotoneElementwise {
   }
 
   Interval ibp(std::span<const Interval* const> x) const override {
-    require_domain(*x[0]);
-    return MonotoneElementwise::ibp(x);
+    const Interval in = floored(*x[0]);
+    require_domain(in);
+    const Interval* args[] = {&in};
+    return MonotoneElementwise::ibp(args);
   }
 
   std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> bounds,
@@ -196,23 +210,35 @@ class BoundSqrt final : public MonotoneElementwise {
     return backward_relaxed(a, bounds, bias, RelaxParams{});
   }
 
-  at::Tensor initial_relaxation_params(const Interval& in) const override {
+  double known_floor(std::span<const double> in) const override {
+    return std::sqrt(std::max({in[0] >= 0 ? in[0] : 0.0, floor_, 0.0}));
+  }
+
+  at::Tensor initial_relaxation_params(const Interval& given) const override {
+    const Interval in = floored(given);
     return (in.lower + in.upper) / 2;  // [B, *shape], as auto_LiRPA initialises its α
   }
 
-  void project_relaxation_params(at::Tensor& alpha, const Interval& in) const override {
+  void project_relaxation_params(at::Tensor& alpha, const Interval& given) const override {
+    const Interval in = floored(given);
     alpha.copy_(at::minimum(at::maximum(alpha, in.lower), in.upper));
   }
 
   std::vector<BoundA> backward_relaxed(const BoundA& a, std::span<const Interval* const> bounds,
                                        BiasPair& bias, const RelaxParams& p) const override {
-    const Interval& pre = *bounds[0];
+    const Interval pre = floored(*bounds[0]);
     require_domain(pre);
     return {relax_elementwise(a, bias, p.alpha_l, p.alpha_u,
                               [&](const at::Tensor& t) { return lines(pre, t); })};
   }
 
  private:
+  // The input bounds clamped at the known floor (unchanged without one).
+  [[nodiscard]] Interval floored(const Interval& in) const {
+    if (floor_ < 0) return in;
+    return {in.lower.clamp_min(floor_), in.upper.clamp_min(floor_)};
+  }
+
   static void require_domain(const Interval& in) {
     if (!(in.lower >= 0).all().item<bool>()) {
       throw NumericError("Sqrt of an input interval that reaches below 0 (lower bound " +
@@ -232,6 +258,8 @@ class BoundSqrt final : public MonotoneElementwise {
     std::tie(out.lower_k, out.lower_b) = chord(l, u, at::sqrt(l), at::sqrt(u));
     return out;
   }
+
+  double floor_;  // a known lower bound ≥ 0 of the input, −1 when none
 };
 
 // Pow(x, p) with p a constant scalar (or a tensor of one value).
@@ -246,7 +274,7 @@ Value lower_pow(LoweringContext& ctx) {
   const double e = p.reshape({-1})[0].item<double>();
   const int x = ctx.bounded(0);
   if (e == 1.0) return Value::of_node(x);
-  if (e == 0.5) return ctx.emit(make_sqrt(), {x});
+  if (e == 0.5) return ctx.emit(make_sqrt_of(ctx.builder.known_floor(x)), {x});
   if (e >= 2.0 && e <= 64.0 && e == std::floor(e)) return ctx.emit(make_pow(int64_t(e)), {x});
   ctx.unsupported("Pow with exponent " + std::to_string(e) +
                   " (supported: integers 1 to 64, and 0.5)");
@@ -256,10 +284,22 @@ Value lower_pow(LoweringContext& ctx) {
 
 NodePtr make_pow(int64_t n) { return std::make_unique<BoundPow>(n); }
 NodePtr make_sqrt() { return std::make_unique<BoundSqrt>(); }
+NodePtr make_sqrt_at_least(double input_floor) {
+  return std::make_unique<BoundSqrt>(std::max(input_floor, 0.0));
+}
+NodePtr make_sqrt_of(double known_floor) {
+  // Shrunk by 1e-6 (relative) so float rounding of the input never falls below it.
+  if (known_floor >= 0) return make_sqrt_at_least(known_floor * (1 - 1e-6));
+  return make_sqrt();
+}
 
 void register_power(OpRegistry& r) {
   r.add("Pow", kAllOpsets, lower_pow);
-  r.add("Sqrt", kAllOpsets, lower_elementwise<BoundSqrt>);
+  r.add("Sqrt", kAllOpsets, [](LoweringContext& ctx) {
+    if (ctx.all_constant()) return Value::of_constant(at::sqrt(ctx.constant(0)));
+    const int x = ctx.bounded(0);
+    return ctx.emit(make_sqrt_of(ctx.builder.known_floor(x)), {x});
+  });
 }
 
 }  // namespace distcrown::ops
