@@ -196,13 +196,12 @@ TEST_P(Relaxation, ProjectedParametersStaySound) {
 
 INSTANTIATE_TEST_SUITE_P(
     Ops, Relaxation,
-    ::testing::Values(OpIntervals{"Sigmoid", kSShapedIntervals},
-                      OpIntervals{"Tanh", kSShapedIntervals}, OpIntervals{"Exp", kExpIntervals},
-                      OpIntervals{"Reciprocal", kReciprocalIntervals},
-                      OpIntervals{"Pow", kEvenPowIntervals, 2},
-                      OpIntervals{"Pow", kEvenPowIntervals, 4},
-                      OpIntervals{"Pow", kOddPowIntervals, 3},
-                      OpIntervals{"Pow", kOddPowIntervals, 5}, OpIntervals{"Sqrt", kSqrtIntervals}),
+    ::testing::Values(
+        OpIntervals{"Sigmoid", kSShapedIntervals}, OpIntervals{"Tanh", kSShapedIntervals},
+        OpIntervals{"Exp", kExpIntervals}, OpIntervals{"Reciprocal", kReciprocalIntervals},
+        OpIntervals{"Pow", kEvenPowIntervals, 2}, OpIntervals{"Pow", kEvenPowIntervals, 4},
+        OpIntervals{"Pow", kOddPowIntervals, 3}, OpIntervals{"Pow", kOddPowIntervals, 5},
+        OpIntervals{"Sqrt", kSqrtIntervals}, OpIntervals{"Erf", kSShapedIntervals}),
     [](const ::testing::TestParamInfo<OpIntervals>& i) { return i.param.name(); });
 
 // Reciprocal is defined here for positive inputs only: an interval reaching 0 is an error, never

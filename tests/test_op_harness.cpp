@@ -266,6 +266,8 @@ const std::vector<OpCase>& op_cases() {
       {"Tanh", [](Rng& r) { return elementwise_graph(r, "Tanh"); }},
       {"TanhSaturated", [](Rng& r) { return elementwise_graph(r, "Tanh", 8.0); }},
       {"Exp", [](Rng& r) { return elementwise_graph(r, "Exp"); }},
+      {"Erf", [](Rng& r) { return elementwise_graph(r, "Erf"); }},
+      {"ErfSaturated", [](Rng& r) { return elementwise_graph(r, "Erf", 8.0); }},
       {"Pow2",
        [](Rng& r) {
          return sandwich(r, [](Net& n, int x) { return n.add(ops::make_pow(2), {x}); });
@@ -710,6 +712,8 @@ TEST(OpHarnessCases, AffineCasesHaveExactIbp) {
                                                "Tanh",
                                                "TanhSaturated",
                                                "Exp",
+                                               "Erf",
+                                               "ErfSaturated",
                                                "Pow2",
                                                "Pow3",
                                                "Pow4",

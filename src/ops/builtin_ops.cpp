@@ -10,7 +10,7 @@ namespace distcrown::ops {
   FAMILY(linear)    /* Gemm, MatMul */                                           \
   FAMILY(relu)      /* Relu */                                                   \
   FAMILY(sign)      /* Sign */                                                   \
-  FAMILY(s_shaped)  /* Sigmoid, Tanh */                                          \
+  FAMILY(s_shaped)  /* Sigmoid, Tanh, Erf */                                     \
   FAMILY(convex)    /* Exp, Reciprocal */                                        \
   FAMILY(power)     /* Pow (constant exponent), Sqrt */                          \
   FAMILY(layernorm) /* LayerNormalization */                                     \
