@@ -314,5 +314,21 @@ TEST(LayerNorm, LoweredGraphComputesLayerNorm) {
   }
 }
 
+// Gelu (opset 20) lowers into Erf (or Tanh and a cube), sums and a product: the lowered graph
+// computes GELU itself.
+TEST(Gelu, LoweredGraphComputesGelu) {
+  c10::NoGradGuard no_grad;
+  at::manual_seed(5);
+  const at::Tensor x = at::randn({7, 5}) * 3;
+  for (const std::string approximate : {"none", "tanh"}) {
+    testing::OnnxBuilder b;
+    b.model().opset = 20;
+    b.input("x", {1, 5}).output("y", {1, 5});
+    b.node("gelu", "Gelu", {"x"}, {"y"}, {testing::attr_string("approximate", approximate)});
+    const BoundGraph g = io::load_onnx_bytes(b.bytes(), "gelu.onnx");
+    EXPECT_TRUE(at::allclose(g.forward(x), at::gelu(x, approximate), 1e-5, 1e-6)) << approximate;
+  }
+}
+
 }  // namespace
 }  // namespace distcrown

@@ -201,6 +201,31 @@ BoundGraph layer_norm_graph(Rng& rng, bool decomposed, int64_t axis, double scal
   return io::load_onnx_bytes(b.bytes(), "layer_norm.onnx");
 }
 
+// Gelu through import: x [1, 6] -> Gemm 6->8 -> Gelu -> Gemm 8->4. `approximate` "none" or "tanh"
+// (opset 20), or "decomposed": x · 0.5 · (1 + Erf(x / √2)) as exported before opset 20.
+BoundGraph gelu_graph(Rng& rng, const std::string& approximate, double scale) {
+  testing::OnnxBuilder b;
+  const bool decomposed = approximate == "decomposed";
+  b.model().opset = decomposed ? 13 : 20;
+  b.input("x", {1, 6}).output("y", {1, 4});
+  b.initializer("W1", rng.normal({8, 6}, scale)).initializer("b1", rng.normal({8}, 0.3));
+  b.initializer("W2", rng.normal({4, 8}, 0.4)).initializer("b2", rng.normal({4}, 0.3));
+  b.node("fc1", "Gemm", {"x", "W1", "b1"}, {"h"}, {testing::attr_int("transB", 1)});
+  if (decomposed) {
+    b.initializer("root2", at::tensor(1.4142135F)).initializer("one", at::tensor(1.0F));
+    b.initializer("half", at::tensor(0.5F));
+    b.node("div", "Div", {"h", "root2"}, {"d"});
+    b.node("erf", "Erf", {"d"}, {"e"});
+    b.node("plus_one", "Add", {"e", "one"}, {"p"});
+    b.node("times_x", "Mul", {"h", "p"}, {"q"});
+    b.node("halve", "Mul", {"q", "half"}, {"s"});
+  } else {
+    b.node("gelu", "Gelu", {"h"}, {"s"}, {testing::attr_string("approximate", approximate)});
+  }
+  b.node("fc2", "Gemm", {"s", "W2", "b2"}, {"y"}, {testing::attr_int("transB", 1)});
+  return io::load_onnx_bytes(b.bytes(), "gelu.onnx");
+}
+
 // A constant of the given shape without the batch dim, as a Concat part.
 ops::ConcatPart constant_part(Rng& r, std::vector<int64_t> rest, int64_t axis) {
   const int64_t length = rest[size_t(axis - 1)];
@@ -268,6 +293,10 @@ const std::vector<OpCase>& op_cases() {
       {"Exp", [](Rng& r) { return elementwise_graph(r, "Exp"); }},
       {"Erf", [](Rng& r) { return elementwise_graph(r, "Erf"); }},
       {"ErfSaturated", [](Rng& r) { return elementwise_graph(r, "Erf", 8.0); }},
+      {"Gelu", [](Rng& r) { return gelu_graph(r, "none", 0.4); }},
+      {"GeluTanh", [](Rng& r) { return gelu_graph(r, "tanh", 0.4); }},
+      {"GeluDecomposed", [](Rng& r) { return gelu_graph(r, "decomposed", 0.4); }},
+      {"GeluWide", [](Rng& r) { return gelu_graph(r, "none", 4.0); }},
       {"Pow2",
        [](Rng& r) {
          return sandwich(r, [](Net& n, int x) { return n.add(ops::make_pow(2), {x}); });
@@ -714,6 +743,10 @@ TEST(OpHarnessCases, AffineCasesHaveExactIbp) {
                                                "Exp",
                                                "Erf",
                                                "ErfSaturated",
+                                               "Gelu",
+                                               "GeluTanh",
+                                               "GeluDecomposed",
+                                               "GeluWide",
                                                "Pow2",
                                                "Pow3",
                                                "Pow4",

@@ -14,6 +14,7 @@ namespace distcrown::ops {
   FAMILY(convex)    /* Exp, Reciprocal */                                        \
   FAMILY(power)     /* Pow (constant exponent), Sqrt */                          \
   FAMILY(layernorm) /* LayerNormalization */                                     \
+  FAMILY(gelu)      /* Gelu */                                                   \
   FAMILY(conv)      /* Conv */                                                   \
   FAMILY(reshape)   /* Flatten, Reshape, Shape, Squeeze, Unsqueeze, Transpose */ \
   FAMILY(add_sub)   /* Add, Sub */                                               \

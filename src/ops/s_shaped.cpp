@@ -21,6 +21,7 @@
 #include <numbers>
 
 #include "distcrown/ops/monotone.hpp"
+#include "distcrown/ops/s_shaped.hpp"
 #include "elementwise_lines.hpp"
 
 namespace distcrown::ops {
@@ -256,6 +257,9 @@ Value lower_s_shaped(LoweringContext& ctx) {
 }
 
 }  // namespace
+
+NodePtr make_tanh() { return std::make_unique<BoundSShaped>(SShape::kTanh); }
+NodePtr make_erf() { return std::make_unique<BoundSShaped>(SShape::kErf); }
 
 void register_s_shaped(OpRegistry& r) {
   r.add("Sigmoid", kAllOpsets, lower_s_shaped<SShape::kSigmoid>);
