@@ -1,11 +1,12 @@
 // Relaxations of the nonlinear elementwise operators (ops/s_shaped.cpp: Sigmoid, Tanh;
-// ops/convex.cpp: Exp, Reciprocal) on the edges: every linear bound the operator hands to CROWN
-// (its own choice, and any parameters α-CROWN may reach after projection) lies below resp. above f
-// on the whole interval, in float32 and float64. S-shaped: zero-width intervals, intervals
-// straddling the inflection point, one-sided and saturated ones, and intervals beyond the tangent
-// table (|bound| > 500, where auto_LiRPA's fallback tangent is not sound). Convex: zero width,
-// narrow and very wide intervals, near the domain's edge.
+// ops/convex.cpp: Exp, Reciprocal; ops/power.cpp: Pow, Sqrt) on the edges: every linear bound the
+// operator hands to CROWN (its own choice, and any parameters α-CROWN may reach after projection)
+// lies below resp. above f on the whole interval, in float32 and float64. S-shaped: zero-width
+// intervals, intervals straddling the inflection point, one-sided and saturated ones, and intervals
+// beyond the tangent table (|bound| > 500, where auto_LiRPA's fallback tangent is not sound).
+// Convex: zero width, narrow and very wide intervals, near the domain's edge.
 #include <algorithm>
+#include <cmath>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -37,17 +38,36 @@ const Intervals kExpIntervals = {{-3, -3}, {0, 0},        {-1, 1},   {-20, 5},  
 const Intervals kReciprocalIntervals = {{0.01, 0.01}, {0.5, 2},    {1e-3, 100}, {3, 3},
                                         {0.1, 0.2},   {1e-3, 1e3}, {50, 51},    {0.004, 0.02}};
 
+// Pow: the exponent is a constant second input; Sqrt: on x ≥ 0 only.
+const Intervals kEvenPowIntervals = {{-3, -3}, {0, 0},     {-1, 1},       {-20, 5},  {-0.1, 3},
+                                     {2, 7},   {-9, -8.5}, {-1e-7, 1e-7}, {-50, 50}, {0.5, 0.6}};
+const Intervals kOddPowIntervals = {
+    {-3, -3},  {0, 0},    {2, 2},          {-1, 1},       {-20, 5},  {-5, 20},  {-0.1, 3},
+    {-3, 0.1}, {2, 7},    {-9, -8.5},      {-1e-7, 1e-7}, {-50, 50}, {-1, 1.9}, {-1, 2.1},
+    {-2.1, 1}, {-1.9, 1}, {-0.001, 0.002}, {0, 5},        {-5, 0}};
+const Intervals kSqrtIntervals = {{0, 0},      {0, 1},   {4, 4},   {1e-6, 1e-6}, {0.5, 2},
+                                  {1e-3, 100}, {0, 1e4}, {50, 51}, {1e-8, 1e-3}};
+
 struct OpIntervals {
   std::string op;
   Intervals intervals;
+  double exponent = 0;  // Pow's constant exponent; 0 for a one-input op
+  [[nodiscard]] std::string name() const {
+    return exponent == 0 ? op : op + std::to_string(int(exponent));
+  }
 };
-[[maybe_unused]] void PrintTo(const OpIntervals& c, std::ostream* os) { *os << c.op; }
+[[maybe_unused]] void PrintTo(const OpIntervals& c, std::ostream* os) { *os << c.name(); }
 
-// x [1, n] -> op -> y: the op is node 1.
-BoundGraph one_op_graph(const std::string& op_type, int64_t n) {
+// x [1, n] -> op -> y (Pow: x^exponent, the exponent an initializer): the op is node 1.
+BoundGraph one_op_graph(const std::string& op_type, int64_t n, double exponent = 0) {
   testing::OnnxBuilder b;
   b.input("x", {1, n}).output("y", {1, n});
-  b.node("op", op_type, {"x"}, {"y"});
+  if (exponent != 0) {
+    b.initializer("p", at::tensor(exponent, at::kFloat));
+    b.node("op", op_type, {"x", "p"}, {"y"});
+  } else {
+    b.node("op", op_type, {"x"}, {"y"});
+  }
   return io::load_onnx_bytes(b.bytes(), op_type + ".onnx");
 }
 
@@ -124,7 +144,7 @@ TEST_P(Relaxation, CrownLinesBoundTheFunctionOnEveryEdgeInterval) {
   const OpIntervals& c = GetParam();
   for (const auto type : {at::kFloat, at::kDouble}) {
     const Interval pre = edge_intervals(c.intervals, type);
-    BoundGraph g = one_op_graph(c.op, pre.lower.size(1));
+    BoundGraph g = one_op_graph(c.op, pre.lower.size(1), c.exponent);
     g.to_dtype(type);
     expect_bounds_f(g, pre, lines_of(*g.node(1).op, pre, {}), c.intervals,
                     c.op + (type == at::kFloat ? " f32" : " f64"));
@@ -136,7 +156,7 @@ TEST_P(Relaxation, InitialParametersGiveCrownsLines) {
   const OpIntervals& c = GetParam();
   const Interval pre = edge_intervals(c.intervals, at::kFloat);
   const int64_t n = pre.lower.size(1);
-  const BoundGraph g = one_op_graph(c.op, n);
+  const BoundGraph g = one_op_graph(c.op, n, c.exponent);
   const BoundNode& op = *g.node(1).op;
   ASSERT_TRUE(op.traits().relaxation_params);
   at::Tensor alpha = alpha_rows(op.initial_relaxation_params(pre), n);
@@ -161,7 +181,7 @@ TEST_P(Relaxation, ProjectedParametersStaySound) {
   for (const auto type : {at::kFloat, at::kDouble}) {
     const Interval pre = edge_intervals(c.intervals, type);
     const int64_t n = pre.lower.size(1);
-    BoundGraph g = one_op_graph(c.op, n);
+    BoundGraph g = one_op_graph(c.op, n, c.exponent);
     g.to_dtype(type);
     const BoundNode& op = *g.node(1).op;
     for (const double spread : {0.1, 3.0, 1e3}) {
@@ -174,12 +194,15 @@ TEST_P(Relaxation, ProjectedParametersStaySound) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, Relaxation,
-                         ::testing::Values(OpIntervals{"Sigmoid", kSShapedIntervals},
-                                           OpIntervals{"Tanh", kSShapedIntervals},
-                                           OpIntervals{"Exp", kExpIntervals},
-                                           OpIntervals{"Reciprocal", kReciprocalIntervals}),
-                         [](const ::testing::TestParamInfo<OpIntervals>& i) { return i.param.op; });
+INSTANTIATE_TEST_SUITE_P(
+    Ops, Relaxation,
+    ::testing::Values(
+        OpIntervals{"Sigmoid", kSShapedIntervals}, OpIntervals{"Tanh", kSShapedIntervals},
+        OpIntervals{"Exp", kExpIntervals}, OpIntervals{"Reciprocal", kReciprocalIntervals},
+        OpIntervals{"Pow", kEvenPowIntervals, 2}, OpIntervals{"Pow", kEvenPowIntervals, 4},
+        OpIntervals{"Pow", kOddPowIntervals, 3}, OpIntervals{"Pow", kOddPowIntervals, 5},
+        OpIntervals{"Sqrt", kSqrtIntervals}, OpIntervals{"Erf", kSShapedIntervals}),
+    [](const ::testing::TestParamInfo<OpIntervals>& i) { return i.param.name(); });
 
 // Reciprocal is defined here for positive inputs only: an interval reaching 0 is an error, never
 // a bound.
@@ -191,6 +214,120 @@ TEST(ReciprocalDomain, IntervalReachingZeroIsANumericError) {
   const Interval* in[] = {&pre};
   EXPECT_THROW((void)g.node(1).op->ibp(in), NumericError);
   EXPECT_THROW((void)lines_of(*g.node(1).op, pre, {}), NumericError);
+}
+
+// Sqrt likewise for inputs below 0 (0 itself is in its domain).
+TEST(SqrtDomain, IntervalReachingBelowZeroIsANumericError) {
+  c10::NoGradGuard no_grad;
+  const BoundGraph g = one_op_graph("Sqrt", 2);
+  const Interval pre{at::tensor({0.0, -0.1}).reshape({1, 2}),
+                     at::tensor({1.0, 0.3}).reshape({1, 2})};
+  const Interval* in[] = {&pre};
+  EXPECT_THROW((void)g.node(1).op->ibp(in), NumericError);
+  EXPECT_THROW((void)lines_of(*g.node(1).op, pre, {}), NumericError);
+}
+
+// Pow lowers by its exponent: 1 is the input itself, 0.5 is Sqrt, integers ≥ 2 are Pow, and any
+// other exponent (or a variable one) is a one-line UnsupportedError.
+TEST(PowExponent, LowersByExponentOrFailsCleanly) {
+  EXPECT_EQ(one_op_graph("Pow", 3, 1.0).size(), 1);
+  EXPECT_EQ(one_op_graph("Pow", 3, 0.5).node(1).op->op_type(), "Sqrt");
+  EXPECT_EQ(one_op_graph("Pow", 3, 2.0).node(1).op->op_type(), "Pow");
+  for (const double e : {-1.0, 1.5, 0.25}) {
+    EXPECT_THROW((void)one_op_graph("Pow", 3, e), UnsupportedError) << e;
+  }
+}
+
+// Known floors: x² ≥ 0, so x² + ε ≥ ε and √(x² + ε) ≥ √ε for every input. Sqrt and Reciprocal
+// lowered after them clamp intermediate bounds that reach below (CROWN's, not intersected with
+// IBP) instead of failing; without such a fact the interval stays an error (above).
+TEST(KnownFloor, SqrtAndReciprocalClampBoundsBelowAKnownFloor) {
+  c10::NoGradGuard no_grad;
+  testing::OnnxBuilder b;
+  b.input("x", {1, 2}).output("y", {1, 2});
+  b.initializer("two", at::tensor(2.0F)).initializer("eps", at::tensor(0.01F));
+  b.node("square", "Pow", {"x", "two"}, {"sq"});
+  b.node("plus_eps", "Add", {"sq", "eps"}, {"v"});
+  b.node("std", "Sqrt", {"v"}, {"s"});
+  b.node("inv", "Reciprocal", {"s"}, {"y"});
+  const BoundGraph g = io::load_onnx_bytes(b.bytes(), "floors.onnx");
+  ASSERT_EQ(g.size(), 5);
+  const Interval below{at::tensor({-1.0F, 0.5F}).reshape({1, 2}),
+                       at::tensor({1.0F, 2.0F}).reshape({1, 2})};
+  const Interval* in[] = {&below};
+  const Interval s = g.node(3).op->ibp(in);  // √ of [−1, 1] ∪ clamped at 0.01
+  EXPECT_NEAR(s.lower[0][0].item<double>(), 0.1, 1e-6);
+  EXPECT_NEAR(s.lower[0][1].item<double>(), std::sqrt(0.5), 1e-6);
+  const Interval r = g.node(4).op->ibp(in);  // 1/· of [−1, 1] clamped at √0.01 = 0.1
+  EXPECT_NEAR(r.upper[0][0].item<double>(), 10.0, 1e-4);
+  EXPECT_NEAR(r.lower[0][1].item<double>(), 0.5, 1e-6);
+  // The lines CROWN takes hold on the part of each interval above the floor.
+  for (const int i : {3, 4}) {
+    const Interval* pre = i == 3 ? &below : &s;
+    const Lines l = lines_of(*g.node(i).op, *pre, {});
+    const double floor = i == 3 ? 0.01 : 0.1;
+    for (int64_t j = 0; j < 2; ++j) {
+      const double lo = std::max(pre->lower[0][j].item<double>(), floor);
+      const at::Tensor x = at::linspace(lo, pre->upper[0][j].item<double>(), 501, at::kDouble);
+      const at::Tensor y = i == 3 ? at::sqrt(x) : 1.0 / x;
+      const auto line = [&](const at::Tensor& k, const at::Tensor& c) {
+        return k[j].item<double>() * x + c[j].item<double>();
+      };
+      EXPECT_LE((line(l.lower_k, l.lower_b) - y).max().item<double>(), 1e-5) << i << " " << j;
+      EXPECT_LE((y - line(l.upper_k, l.upper_b)).max().item<double>(), 1e-5) << i << " " << j;
+    }
+  }
+}
+
+// LayerNormalization lowers into mean, x − mean, square, mean, + ε, √, 1/·, product, scale and
+// bias: the lowered graph computes LayerNorm itself (axis 2 of [1, 2, 3, 4], so over [3, 4]), as
+// does the decomposed form torch.onnx exports before opset 17.
+TEST(LayerNorm, LoweredGraphComputesLayerNorm) {
+  c10::NoGradGuard no_grad;
+  at::manual_seed(3);
+  const at::Tensor gamma = at::randn({3, 4});
+  const at::Tensor beta = at::randn({3, 4});
+  const at::Tensor x = at::randn({5, 2, 3, 4}) * 3 + 1;
+  const at::Tensor want = at::layer_norm(x, {3, 4}, gamma, beta, 1e-5);
+  for (const bool decomposed : {false, true}) {
+    testing::OnnxBuilder b;
+    b.model().opset = decomposed ? 13 : 17;
+    b.input("x", {1, 2, 3, 4}).output("y", {1, 2, 3, 4});
+    b.initializer("gamma", gamma).initializer("beta", beta);
+    if (decomposed) {
+      b.initializer("two", at::tensor(2.0F)).initializer("eps", at::tensor(1e-5F));
+      b.node("mean", "ReduceMean", {"x"}, {"m"}, {testing::attr_ints("axes", {2, 3})});
+      b.node("centre", "Sub", {"x", "m"}, {"c"});
+      b.node("square", "Pow", {"c", "two"}, {"sq"});
+      b.node("var", "ReduceMean", {"sq"}, {"v"}, {testing::attr_ints("axes", {-2, -1})});
+      b.node("plus_eps", "Add", {"v", "eps"}, {"ve"});
+      b.node("std", "Sqrt", {"ve"}, {"s"});
+      b.node("divide", "Div", {"c", "s"}, {"n"});
+      b.node("scale", "Mul", {"n", "gamma"}, {"ns"});
+      b.node("shift", "Add", {"ns", "beta"}, {"y"});
+    } else {
+      b.node("ln", "LayerNormalization", {"x", "gamma", "beta"}, {"y"},
+             {testing::attr_int("axis", 2), testing::attr_float("epsilon", 1e-5)});
+    }
+    const BoundGraph g = io::load_onnx_bytes(b.bytes(), "ln.onnx");
+    EXPECT_TRUE(at::allclose(g.forward(x), want, 1e-4, 1e-5)) << "decomposed " << decomposed;
+  }
+}
+
+// Gelu (opset 20) lowers into Erf (or Tanh and a cube), sums and a product: the lowered graph
+// computes GELU itself.
+TEST(Gelu, LoweredGraphComputesGelu) {
+  c10::NoGradGuard no_grad;
+  at::manual_seed(5);
+  const at::Tensor x = at::randn({7, 5}) * 3;
+  for (const std::string approximate : {"none", "tanh"}) {
+    testing::OnnxBuilder b;
+    b.model().opset = 20;
+    b.input("x", {1, 5}).output("y", {1, 5});
+    b.node("gelu", "Gelu", {"x"}, {"y"}, {testing::attr_string("approximate", approximate)});
+    const BoundGraph g = io::load_onnx_bytes(b.bytes(), "gelu.onnx");
+    EXPECT_TRUE(at::allclose(g.forward(x), at::gelu(x, approximate), 1e-5, 1e-6)) << approximate;
+  }
 }
 
 }  // namespace

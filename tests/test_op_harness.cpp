@@ -47,6 +47,7 @@
 #include "distcrown/ops/max_pool.hpp"
 #include "distcrown/ops/mul_div.hpp"
 #include "distcrown/ops/pad.hpp"
+#include "distcrown/ops/power.hpp"
 #include "distcrown/ops/reduce.hpp"
 #include "distcrown/ops/relu.hpp"
 #include "distcrown/ops/reshape.hpp"
@@ -159,6 +160,72 @@ BoundGraph softmax_graph(Rng& rng, int64_t opset, int64_t axis, double scale, bo
   return io::load_onnx_bytes(b.bytes(), "softmax.onnx");
 }
 
+// LayerNormalization through import: x [1, 6] -> Gemm 6->24 -> Reshape [1, 2, 3, 4] -> layer norm
+// over the dims from `axis` on (scale, bias of those dims) -> Reshape [1, 24] -> Gemm 24->4. The
+// opset-17 op (its lowering: mean, x − mean, square, mean, + ε, √, 1/·, product, scale and bias),
+// or with `decomposed` the nodes torch.onnx emits before opset 17 (ReduceMean, Sub, Pow,
+// ReduceMean, Add, Sqrt, Div, Mul, Add), opset 13. `scale` is the first layer's weight scale.
+BoundGraph layer_norm_graph(Rng& rng, bool decomposed, int64_t axis, double scale) {
+  testing::OnnxBuilder b;
+  b.model().opset = decomposed ? 13 : 17;
+  b.input("x", {1, 6}).output("y", {1, 4});
+  const std::vector<int64_t> grid{1, 2, 3, 4};
+  const std::vector<int64_t> normalised(grid.begin() + axis, grid.end());
+  b.initializer("W1", rng.normal({24, 6}, scale)).initializer("b1", rng.normal({24}, 0.3));
+  b.initializer("W2", rng.normal({4, 24}, 0.4)).initializer("b2", rng.normal({4}, 0.3));
+  b.initializer("grid", at::tensor(grid, at::kLong));
+  b.initializer("flat", at::tensor({1, 24}, at::kLong));
+  b.initializer("gamma", rng.normal(normalised, 1.0))
+      .initializer("beta", rng.normal(normalised, 0.3));
+  b.node("fc1", "Gemm", {"x", "W1", "b1"}, {"h"}, {testing::attr_int("transB", 1)});
+  b.node("to_grid", "Reshape", {"h", "grid"}, {"g"});
+  if (decomposed) {
+    std::vector<int64_t> axes;
+    for (int64_t d = axis; d < 4; ++d) axes.push_back(d);
+    b.initializer("two", at::tensor(2.0F)).initializer("eps", at::tensor(1e-5F));
+    b.node("mean", "ReduceMean", {"g"}, {"m"}, {testing::attr_ints("axes", axes)});
+    b.node("centre", "Sub", {"g", "m"}, {"c"});
+    b.node("square", "Pow", {"c", "two"}, {"sq"});
+    b.node("var", "ReduceMean", {"sq"}, {"v"}, {testing::attr_ints("axes", axes)});
+    b.node("plus_eps", "Add", {"v", "eps"}, {"ve"});
+    b.node("std", "Sqrt", {"ve"}, {"s"});
+    b.node("divide", "Div", {"c", "s"}, {"n"});
+    b.node("scale", "Mul", {"n", "gamma"}, {"ns"});
+    b.node("shift", "Add", {"ns", "beta"}, {"p"});
+  } else {
+    b.node("ln", "LayerNormalization", {"g", "gamma", "beta"}, {"p"},
+           {testing::attr_int("axis", axis), testing::attr_float("epsilon", 1e-5)});
+  }
+  b.node("to_flat", "Reshape", {"p", "flat"}, {"f"});
+  b.node("fc2", "Gemm", {"f", "W2", "b2"}, {"y"}, {testing::attr_int("transB", 1)});
+  return io::load_onnx_bytes(b.bytes(), "layer_norm.onnx");
+}
+
+// Gelu through import: x [1, 6] -> Gemm 6->8 -> Gelu -> Gemm 8->4. `approximate` "none" or "tanh"
+// (opset 20), or "decomposed": x · 0.5 · (1 + Erf(x / √2)) as exported before opset 20.
+BoundGraph gelu_graph(Rng& rng, const std::string& approximate, double scale) {
+  testing::OnnxBuilder b;
+  const bool decomposed = approximate == "decomposed";
+  b.model().opset = decomposed ? 13 : 20;
+  b.input("x", {1, 6}).output("y", {1, 4});
+  b.initializer("W1", rng.normal({8, 6}, scale)).initializer("b1", rng.normal({8}, 0.3));
+  b.initializer("W2", rng.normal({4, 8}, 0.4)).initializer("b2", rng.normal({4}, 0.3));
+  b.node("fc1", "Gemm", {"x", "W1", "b1"}, {"h"}, {testing::attr_int("transB", 1)});
+  if (decomposed) {
+    b.initializer("root2", at::tensor(1.4142135F)).initializer("one", at::tensor(1.0F));
+    b.initializer("half", at::tensor(0.5F));
+    b.node("div", "Div", {"h", "root2"}, {"d"});
+    b.node("erf", "Erf", {"d"}, {"e"});
+    b.node("plus_one", "Add", {"e", "one"}, {"p"});
+    b.node("times_x", "Mul", {"h", "p"}, {"q"});
+    b.node("halve", "Mul", {"q", "half"}, {"s"});
+  } else {
+    b.node("gelu", "Gelu", {"h"}, {"s"}, {testing::attr_string("approximate", approximate)});
+  }
+  b.node("fc2", "Gemm", {"s", "W2", "b2"}, {"y"}, {testing::attr_int("transB", 1)});
+  return io::load_onnx_bytes(b.bytes(), "gelu.onnx");
+}
+
 // A constant of the given shape without the batch dim, as a Concat part.
 ops::ConcatPart constant_part(Rng& r, std::vector<int64_t> rest, int64_t axis) {
   const int64_t length = rest[size_t(axis - 1)];
@@ -224,6 +291,36 @@ const std::vector<OpCase>& op_cases() {
       {"Tanh", [](Rng& r) { return elementwise_graph(r, "Tanh"); }},
       {"TanhSaturated", [](Rng& r) { return elementwise_graph(r, "Tanh", 8.0); }},
       {"Exp", [](Rng& r) { return elementwise_graph(r, "Exp"); }},
+      {"Erf", [](Rng& r) { return elementwise_graph(r, "Erf"); }},
+      {"ErfSaturated", [](Rng& r) { return elementwise_graph(r, "Erf", 8.0); }},
+      {"Gelu", [](Rng& r) { return gelu_graph(r, "none", 0.4); }},
+      {"GeluTanh", [](Rng& r) { return gelu_graph(r, "tanh", 0.4); }},
+      {"GeluDecomposed", [](Rng& r) { return gelu_graph(r, "decomposed", 0.4); }},
+      {"GeluWide", [](Rng& r) { return gelu_graph(r, "none", 4.0); }},
+      {"Pow2",
+       [](Rng& r) {
+         return sandwich(r, [](Net& n, int x) { return n.add(ops::make_pow(2), {x}); });
+       }},
+      {"Pow3",
+       [](Rng& r) {
+         return sandwich(r, [](Net& n, int x) { return n.add(ops::make_pow(3), {x}); });
+       }},
+      {"Pow4",
+       [](Rng& r) {
+         return sandwich(r, [](Net& n, int x) { return n.add(ops::make_pow(4), {x}); });
+       }},
+      {"Sqrt",
+       [](Rng& r) {
+         // Positive inputs: x -> Linear 6->8 (bias shifted by 4) -> Sqrt -> Linear 8->4.
+         Net n({1, 6}, r);
+         const int h = n.linear(n.input(), 8, 0.3, 0.3, 4.0);
+         return n.finish(n.linear(n.add(ops::make_sqrt(), {h}), 4));
+       }},
+      {"LayerNormLastAxis", [](Rng& r) { return layer_norm_graph(r, false, 3, 0.5); }},
+      {"LayerNormTwoAxes", [](Rng& r) { return layer_norm_graph(r, false, 2, 0.5); }},
+      {"LayerNormWide", [](Rng& r) { return layer_norm_graph(r, false, 3, 3.0); }},
+      {"LayerNormDecomposed", [](Rng& r) { return layer_norm_graph(r, true, 3, 0.5); }},
+      {"LayerNormDecomposedWide", [](Rng& r) { return layer_norm_graph(r, true, 2, 3.0); }},
       {"SoftmaxLastAxis", [](Rng& r) { return softmax_graph(r, 13, -1, 0.5); }},
       {"SoftmaxMiddleAxis", [](Rng& r) { return softmax_graph(r, 13, 2, 0.5); }},
       {"SoftmaxOpset11Grouped", [](Rng& r) { return softmax_graph(r, 11, 2, 0.5); }},
@@ -644,6 +741,21 @@ TEST(OpHarnessCases, AffineCasesHaveExactIbp) {
                                                "Tanh",
                                                "TanhSaturated",
                                                "Exp",
+                                               "Erf",
+                                               "ErfSaturated",
+                                               "Gelu",
+                                               "GeluTanh",
+                                               "GeluDecomposed",
+                                               "GeluWide",
+                                               "Pow2",
+                                               "Pow3",
+                                               "Pow4",
+                                               "Sqrt",
+                                               "LayerNormLastAxis",
+                                               "LayerNormTwoAxes",
+                                               "LayerNormWide",
+                                               "LayerNormDecomposed",
+                                               "LayerNormDecomposedWide",
                                                "SoftmaxLastAxis",
                                                "SoftmaxMiddleAxis",
                                                "SoftmaxOpset11Grouped",

@@ -1,5 +1,6 @@
 #include "distcrown/graph/bound_graph.hpp"
 
+#include <limits>
 #include <numeric>
 
 #include <ATen/ATen.h>
@@ -134,6 +135,7 @@ GraphBuilder::GraphBuilder(std::vector<int64_t> input_shape, std::string input_n
     if (d <= 0) throw ModelError("input '" + input_name + "' has a non-positive dimension");
   }
   samples_.push_back(at::zeros(input_shape, dtype));
+  floors_.push_back(std::numeric_limits<double>::quiet_NaN());
   graph_.add_node(GraphNode{std::move(input_name), nullptr, {}, std::move(input_shape), {}});
 }
 
@@ -156,6 +158,10 @@ int GraphBuilder::add(std::string name, NodePtr op, std::vector<int> inputs) {
   for (const auto& a : args) in_shapes.emplace_back(a.sizes().begin(), a.sizes().end());
   op->bind_shapes(std::move(in_shapes), shape);
   samples_.push_back(out);
+  std::vector<double> in_floors;
+  in_floors.reserve(inputs.size());
+  for (int p : inputs) in_floors.push_back(floors_[size_t(p)]);
+  floors_.push_back(op->known_floor(in_floors));
   return graph_.add_node(GraphNode{std::move(name), std::move(op), std::move(inputs), shape, {}});
 }
 

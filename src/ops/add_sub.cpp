@@ -9,14 +9,16 @@
 namespace distcrown::ops {
 namespace {
 
+// x ± y of two bounded tensors of equal rank (batch dim first in both); either may broadcast
+// along the other dims (x − mean(x, keepdims) in a decomposed LayerNorm).
 class BoundAddSub final : public BoundNode {
  public:
   explicit BoundAddSub(bool subtract) : subtract_(subtract) {}
   std::string op_type() const override { return subtract_ ? "Sub" : "Add"; }
 
   at::Tensor forward(std::span<const at::Tensor> x) const override {
-    TORCH_CHECK(x[0].sizes() == x[1].sizes(), op_type(), " of two variable tensors needs equal ",
-                "shapes, got ", x[0].sizes(), " and ", x[1].sizes());
+    TORCH_CHECK(x[0].dim() == x[1].dim(), op_type(), " of two variable tensors needs equal ",
+                "ranks, got ", x[0].sizes(), " and ", x[1].sizes());
     return subtract_ ? x[0] - x[1] : x[0] + x[1];
   }
   Interval ibp(std::span<const Interval* const> x) const override {
@@ -25,9 +27,21 @@ class BoundAddSub final : public BoundNode {
   }
   std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> /*bounds*/,
                                BiasPair& bias) const override {
-    if (!subtract_) return {a, a};
-    return {a, map_sides(
-                   a, bias, [](const at::Tensor& A) { return -A; }, no_bias)};
+    const bool same = input_shape(0) == output_shape() && input_shape(1) == output_shape();
+    if (same && !subtract_) return {a, a};
+    // A [S, B, *out] -> [S, B, *in_i]: summed over the dims input i broadcasts along.
+    const auto to_input = [this](const at::Tensor& A, size_t i) {
+      const std::vector<int64_t>& shape = input_shape(i);
+      if (shape == output_shape()) return A;
+      std::vector<int64_t> full{A.size(0), A.size(1)};
+      full.insert(full.end(), shape.begin() + 1, shape.end());
+      return A.sum_to_size(full);
+    };
+    const double sign = subtract_ ? -1.0 : 1.0;
+    return {map_sides(
+                a, bias, [&](const at::Tensor& A) { return to_input(A, 0); }, no_bias),
+            map_sides(
+                a, bias, [&](const at::Tensor& A) { return to_input(A, 1) * sign; }, no_bias)};
   }
 
  private:
@@ -40,6 +54,9 @@ class BoundAddConst final : public BoundNode {
   std::string op_type() const override { return "Add"; }
   OpTraits traits() const override { return {.affine = true, .elementwise = true}; }
   std::vector<ParamPtr*> params() override { return {&c_}; }
+  double known_floor(std::span<const double> in) const override {
+    return in[0] + c_->get().min().item<double>();  // NaN stays NaN
+  }
 
   at::Tensor forward(std::span<const at::Tensor> x) const override {
     at::Tensor y = x[0] + c_->get();
@@ -74,6 +91,13 @@ Value lower_add_sub(LoweringContext& ctx, bool subtract) {
   const bool var0 = ctx.inputs[0].is_bounded();
   const bool var1 = ctx.inputs[1].is_bounded();
   if (var0 && var1) {
+    // Both carry the batch dim first: ONNX's right-aligned broadcasting keeps it there only when
+    // the ranks are equal.
+    if (ctx.builder.shape(ctx.inputs[0].node).size() !=
+        ctx.builder.shape(ctx.inputs[1].node).size()) {
+      ctx.unsupported(std::string(subtract ? "Sub" : "Add") +
+                      " of two variable tensors of different ranks");
+    }
     return ctx.emit(subtract ? make_sub() : make_add(), {ctx.inputs[0].node, ctx.inputs[1].node});
   }
   const int x = var0 ? ctx.inputs[0].node : ctx.inputs[1].node;

@@ -10,8 +10,11 @@ namespace distcrown::ops {
   FAMILY(linear)    /* Gemm, MatMul */                                           \
   FAMILY(relu)      /* Relu */                                                   \
   FAMILY(sign)      /* Sign */                                                   \
-  FAMILY(s_shaped)  /* Sigmoid, Tanh */                                          \
+  FAMILY(s_shaped)  /* Sigmoid, Tanh, Erf */                                     \
   FAMILY(convex)    /* Exp, Reciprocal */                                        \
+  FAMILY(power)     /* Pow (constant exponent), Sqrt */                          \
+  FAMILY(layernorm) /* LayerNormalization */                                     \
+  FAMILY(gelu)      /* Gelu */                                                   \
   FAMILY(conv)      /* Conv */                                                   \
   FAMILY(reshape)   /* Flatten, Reshape, Shape, Squeeze, Unsqueeze, Transpose */ \
   FAMILY(add_sub)   /* Add, Sub */                                               \

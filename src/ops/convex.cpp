@@ -7,9 +7,15 @@
 //          small, for wide intervals) and t = (l + u)/2 for Reciprocal; α-CROWN optimises t per
 //          side (P = [batch, *shape]), projected onto [l, u] before each use.
 // Reciprocal needs l > 0 (auto_LiRPA asserts it): an interval reaching 0 or below is a clear
-// NumericError, not a bound.
+// NumericError, not a bound. Where the input has a known floor f > 0 (GraphBuilder::known_floor:
+// √(var + ε) ≥ √ε in a LayerNorm) the input interval is clamped at f first: every real input
+// satisfies it, while CROWN's intermediate bounds (not intersected with IBP) may reach below.
 #include <ATen/ATen.h>
 
+#include <cmath>
+#include <limits>
+
+#include "distcrown/graph/bound_graph.hpp"
 #include "distcrown/ops/convex.hpp"
 #include "distcrown/ops/monotone.hpp"
 #include "distcrown/util/error.hpp"
@@ -22,10 +28,11 @@ enum class Convex { kExp, kReciprocal };
 
 class BoundConvex final : public MonotoneElementwise {
  public:
-  explicit BoundConvex(Convex f)
+  explicit BoundConvex(Convex f, double input_floor = 0)
       : MonotoneElementwise(f == Convex::kExp ? Direction::kNonDecreasing
                                               : Direction::kNonIncreasing),
-        f_(f) {}
+        f_(f),
+        floor_(input_floor) {}
   std::string op_type() const override { return f_ == Convex::kExp ? "Exp" : "Reciprocal"; }
   at::Tensor apply(const at::Tensor& x) const override {
     return f_ == Convex::kExp ? at::exp(x) : at::reciprocal(x);
@@ -35,8 +42,10 @@ class BoundConvex final : public MonotoneElementwise {
   }
 
   Interval ibp(std::span<const Interval* const> x) const override {
-    require_domain(*x[0]);
-    return MonotoneElementwise::ibp(x);
+    const Interval in = floored(*x[0]);
+    require_domain(in);
+    const Interval* args[] = {&in};
+    return MonotoneElementwise::ibp(args);
   }
 
   std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> bounds,
@@ -44,23 +53,36 @@ class BoundConvex final : public MonotoneElementwise {
     return backward_relaxed(a, bounds, bias, RelaxParams{});
   }
 
-  at::Tensor initial_relaxation_params(const Interval& in) const override {
+  double known_floor(std::span<const double> in) const override {
+    if (f_ == Convex::kExp) return std::isnan(in[0]) ? 0.0 : std::exp(in[0]);
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+
+  at::Tensor initial_relaxation_params(const Interval& given) const override {
+    const Interval in = floored(given);
     return (in.lower + in.upper) / 2;  // [B, *shape], as auto_LiRPA initialises its α
   }
 
-  void project_relaxation_params(at::Tensor& alpha, const Interval& in) const override {
+  void project_relaxation_params(at::Tensor& alpha, const Interval& given) const override {
+    const Interval in = floored(given);
     alpha.copy_(at::minimum(at::maximum(alpha, in.lower), in.upper));
   }
 
   std::vector<BoundA> backward_relaxed(const BoundA& a, std::span<const Interval* const> bounds,
                                        BiasPair& bias, const RelaxParams& p) const override {
-    const Interval& pre = *bounds[0];
+    const Interval pre = floored(*bounds[0]);
     require_domain(pre);
     return {relax_elementwise(a, bias, p.alpha_l, p.alpha_u,
                               [&](const at::Tensor& t) { return lines(pre, t); })};
   }
 
  private:
+  // The input bounds clamped at the known floor (unchanged without one).
+  [[nodiscard]] Interval floored(const Interval& in) const {
+    if (floor_ <= 0) return in;
+    return {in.lower.clamp_min(floor_), in.upper.clamp_min(floor_)};
+  }
+
   void require_domain(const Interval& in) const {
     if (f_ == Convex::kReciprocal && !(in.lower > 0).all().item<bool>()) {
       throw NumericError("Reciprocal of an input interval that reaches 0 or below (lower bound " +
@@ -99,18 +121,30 @@ class BoundConvex final : public MonotoneElementwise {
   }
 
   Convex f_;
+  double floor_;  // a known lower bound of the input (Reciprocal), 0 when none
 };
 
 template <Convex F>
 Value lower_convex(LoweringContext& ctx) {
   if (ctx.all_constant()) return Value::of_constant(BoundConvex(F).apply(ctx.constant(0)));
-  return ctx.emit(std::make_unique<BoundConvex>(F), {ctx.bounded(0)});
+  const int x = ctx.bounded(0);
+  if (F == Convex::kReciprocal)
+    return ctx.emit(make_reciprocal_of(ctx.builder.known_floor(x)), {x});
+  return ctx.emit(std::make_unique<BoundConvex>(F), {x});
 }
 
 }  // namespace
 
 NodePtr make_exp() { return std::make_unique<BoundConvex>(Convex::kExp); }
 NodePtr make_reciprocal() { return std::make_unique<BoundConvex>(Convex::kReciprocal); }
+NodePtr make_reciprocal_at_least(double input_floor) {
+  return std::make_unique<BoundConvex>(Convex::kReciprocal, input_floor);
+}
+NodePtr make_reciprocal_of(double known_floor) {
+  // Shrunk by 1e-6 (relative) so float rounding of the input never falls below it.
+  if (known_floor > 0) return make_reciprocal_at_least(known_floor * (1 - 1e-6));
+  return make_reciprocal();
+}
 
 void register_convex(OpRegistry& r) {
   r.add("Exp", kAllOpsets, lower_convex<Convex::kExp>);

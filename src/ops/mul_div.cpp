@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include "distcrown/graph/bound_graph.hpp"
 #include "distcrown/graph/op_registry.hpp"
 #include "distcrown/ops/axes.hpp"
 #include "distcrown/ops/bilinear.hpp"
@@ -82,8 +83,11 @@ Value lower_mul_div(LoweringContext& ctx, bool divide) {
                       " of two variable tensors of different ranks");
     }
     // x / y = x · (1/y), as auto_LiRPA decomposes it (y must stay positive: Reciprocal).
-    const int y =
-        divide ? ctx.emit(make_reciprocal(), {ctx.bounded(1)}, "/reciprocal").node : ctx.bounded(1);
+    // A denominator known positive by construction (√(v + ε)) tells Reciprocal its floor.
+    const int y = divide ? ctx.emit(make_reciprocal_of(ctx.builder.known_floor(ctx.bounded(1))),
+                                    {ctx.bounded(1)}, "/reciprocal")
+                               .node
+                         : ctx.bounded(1);
     return ctx.emit(make_bilinear_mul(), {ctx.bounded(0), y});
   }
   if (divide) {

@@ -5,6 +5,8 @@
 
 #include <ATen/ATen.h>
 
+#include <limits>
+
 #include "distcrown/graph/op_registry.hpp"
 #include "distcrown/ops/axes.hpp"
 
@@ -23,6 +25,11 @@ class BoundReduce final : public BoundNode {
     return kind_ == Reduction::kSum ? "ReduceSum" : "ReduceMean";
   }
   OpTraits traits() const override { return {.affine = true, .mixes_elements = true}; }
+  double known_floor(std::span<const double> in) const override {
+    // A mean of values ≥ f is ≥ f; a sum of values ≥ 0 is ≥ 0.
+    if (kind_ == Reduction::kMean) return in[0];
+    return in[0] >= 0 ? 0.0 : std::numeric_limits<double>::quiet_NaN();
+  }
 
   at::Tensor forward(std::span<const at::Tensor> x) const override {
     TORCH_CHECK(axes_.back() < x[0].dim(), op_type(), " axis ", axes_.back(), " of a rank-",

@@ -1,6 +1,8 @@
-// S-shaped activations, Sigmoid and Tanh: increasing, convex below 0 and concave above 0 (the
-// inflection point). Linear relaxation as auto_LiRPA's BoundTanh (operators/tanh.py at bfb7997)
-// for pre-activation bounds [l, u], per neuron ([batch, *shape]):
+// S-shaped activations, Sigmoid, Tanh and Erf: increasing, convex below 0 and concave above 0
+// (the inflection point). Erf (the Gauss error function, in exported GELUs) takes the same
+// relaxation with its own derivative 2/√π·e^(−x²); its table is built by the same bisection. Linear
+// relaxation as auto_LiRPA's BoundTanh (operators/tanh.py at bfb7997) for pre-activation bounds [l,
+// u], per neuron ([batch, *shape]):
 //   u ≤ 0 (convex):   lower = tangent at t_neg ∈ [l, u],          upper = chord l→u
 //   l ≥ 0 (concave):  lower = chord l→u,                          upper = tangent at t_pos ∈ [l, u]
 //   l < 0 < u:        lower = chord if f'(l) > chord slope, else the tangent at a point
@@ -16,16 +18,27 @@
 // f(u)) there: sound because f is increasing.
 #include <ATen/ATen.h>
 
+#include <numbers>
+
 #include "distcrown/ops/monotone.hpp"
+#include "distcrown/ops/s_shaped.hpp"
 #include "elementwise_lines.hpp"
 
 namespace distcrown::ops {
 namespace {
 
-enum class SShape { kSigmoid, kTanh };
+enum class SShape { kSigmoid, kTanh, kErf };
 
 at::Tensor s_value(SShape s, const at::Tensor& x) {
-  return s == SShape::kSigmoid ? at::sigmoid(x) : at::tanh(x);
+  switch (s) {
+    case SShape::kSigmoid:
+      return at::sigmoid(x);
+    case SShape::kErf:
+      return at::erf(x);
+    case SShape::kTanh:
+      break;
+  }
+  return at::tanh(x);
 }
 
 // f'(x), as auto_LiRPA computes it (the tanh derivative is 0 beyond |x| = 25, where cosh² would
@@ -35,6 +48,7 @@ at::Tensor s_slope(SShape s, const at::Tensor& x) {
     const at::Tensor y = at::sigmoid(x);
     return y * (1 - y);
   }
+  if (s == SShape::kErf) return 2 * std::numbers::inv_sqrtpi * at::exp(-x * x);
   const at::Tensor inside = (x.abs() < 25.0).to(x.scalar_type());
   return inside * (1.0 / at::cosh(inside * x + 1 - inside).pow(2));
 }
@@ -106,6 +120,9 @@ const TangentTable& tangent_table(SShape s, at::ScalarType dtype) {
     return f64 ? table_of<SShape::kSigmoid, at::kDouble>()
                : table_of<SShape::kSigmoid, at::kFloat>();
   }
+  if (s == SShape::kErf) {
+    return f64 ? table_of<SShape::kErf, at::kDouble>() : table_of<SShape::kErf, at::kFloat>();
+  }
   return f64 ? table_of<SShape::kTanh, at::kDouble>() : table_of<SShape::kTanh, at::kFloat>();
 }
 
@@ -129,7 +146,9 @@ enum TangentPoint : int64_t { kPos = 0, kNeg = 1, kBothLower = 2, kBothUpper = 3
 class BoundSShaped final : public MonotoneElementwise {
  public:
   explicit BoundSShaped(SShape s) : MonotoneElementwise(Direction::kNonDecreasing), s_(s) {}
-  std::string op_type() const override { return s_ == SShape::kSigmoid ? "Sigmoid" : "Tanh"; }
+  std::string op_type() const override {
+    return s_ == SShape::kSigmoid ? "Sigmoid" : s_ == SShape::kErf ? "Erf" : "Tanh";
+  }
   at::Tensor apply(const at::Tensor& x) const override { return s_value(s_, x); }
   OpTraits traits() const override {
     return {.elementwise = true, .needs_input_bounds = true, .relaxation_params = true};
@@ -239,9 +258,13 @@ Value lower_s_shaped(LoweringContext& ctx) {
 
 }  // namespace
 
+NodePtr make_tanh() { return std::make_unique<BoundSShaped>(SShape::kTanh); }
+NodePtr make_erf() { return std::make_unique<BoundSShaped>(SShape::kErf); }
+
 void register_s_shaped(OpRegistry& r) {
   r.add("Sigmoid", kAllOpsets, lower_s_shaped<SShape::kSigmoid>);
   r.add("Tanh", kAllOpsets, lower_s_shaped<SShape::kTanh>);
+  r.add("Erf", {.first = 9}, lower_s_shaped<SShape::kErf>);
 }
 
 }  // namespace distcrown::ops

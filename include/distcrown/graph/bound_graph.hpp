@@ -97,6 +97,9 @@ class GraphBuilder {
   int add(std::string name, NodePtr op, std::vector<int> inputs);
 
   [[nodiscard]] const std::vector<int64_t>& shape(int i) const;
+  /// A lower bound of every value of node i for every input (BoundNode::known_floor along the
+  /// graph); NaN when none is known.
+  [[nodiscard]] double known_floor(int i) const { return floors_.at(size_t(i)); }
   [[nodiscard]] int input() const { return 0; }
 
   /// Finishes the graph with node `output` as its output.
@@ -105,6 +108,7 @@ class GraphBuilder {
  private:
   BoundGraph graph_;
   std::vector<at::Tensor> samples_;  // forward values on a zero input, for shape inference
+  std::vector<double> floors_;       // known_floor of each node
 };
 
 }  // namespace distcrown

@@ -8,6 +8,7 @@
 // What else a node is (affine, elementwise, splittable, ...) it declares in traits() (OpTraits).
 // The methods (IBP, CROWN) walk the graph and call these; they never switch on node types.
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -102,6 +103,13 @@ class BoundNode {
   /// start) in place onto the set that is sound for the current input bounds `in`; called
   /// without autograd before every use, as auto_LiRPA clips its α. Default: [0, 1] (slopes).
   virtual void project_relaxation_params(at::Tensor& alpha, const Interval& in) const;
+  /// A lower bound that every output value satisfies for every input, given such bounds of the
+  /// inputs (NaN: none known), e.g. x² ≥ 0, a mean of values ≥ f is ≥ f. Lowerings read it
+  /// (GraphBuilder::known_floor) to tell √ and 1/· domain facts that intermediate bounds, not
+  /// intersected with IBP, may miss. Default: none.
+  [[nodiscard]] virtual double known_floor(std::span<const double> /*input_floors*/) const {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
   /// backward() with the given slopes and split multipliers.
   [[nodiscard]] virtual std::vector<BoundA> backward_relaxed(
       const BoundA& a, std::span<const Interval* const> bounds, BiasPair& bias,

@@ -8,5 +8,11 @@ namespace distcrown::ops {
 
 NodePtr make_exp();
 NodePtr make_reciprocal();
+/// Reciprocal of an input known to be ≥ input_floor > 0 by construction: its bounds are clamped
+/// there before use (intermediate bounds may be looser than that fact).
+NodePtr make_reciprocal_at_least(double input_floor);
+/// Reciprocal for an input with GraphBuilder::known_floor `known_floor`: clamped there (less 1e-6
+/// relative) when it is > 0 (√(v + ε)), else plain Reciprocal.
+NodePtr make_reciprocal_of(double known_floor);
 
 }  // namespace distcrown::ops
