@@ -20,6 +20,7 @@ set(DISTCROWN_PUBLIC_HEADERS
   include/distcrown/collective/agreement.hpp
   include/distcrown/collective/mpi.hpp
   include/distcrown/bounds/interval.hpp
+  include/distcrown/bounds/patches.hpp
   include/distcrown/graph/param.hpp
   include/distcrown/graph/bound_node.hpp
   include/distcrown/graph/bound_graph.hpp
