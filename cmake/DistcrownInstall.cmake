@@ -12,6 +12,7 @@ install(TARGETS distcrown_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # else). Operators, the ONNX structs, the optimiser and the branch-and-bound internals stay inside.
 set(DISTCROWN_PUBLIC_HEADERS
   include/distcrown/distcrown.hpp
+  include/distcrown/util/deadline.hpp
   include/distcrown/util/enum_names.hpp
   include/distcrown/util/error.hpp
   include/distcrown/util/memory.hpp

@@ -68,7 +68,8 @@ inline std::vector<std::filesystem::path> reference_files() {
 /// joins this list when its operators land.
 inline const std::vector<std::string>& supported_ops_cases() {
   static const std::vector<std::string> names{"eran_sigmoid_6x200_idx_56",
-                                              "verivital_avgpool_prop_0"};
+                                              "verivital_avgpool_prop_0", "vit_pgd_2_3_16_4021",
+                                              "vit_pgd_2_3_16_9907"};
   return names;
 }
 

@@ -186,8 +186,8 @@ TEST_F(CliMpi, UsageErrorsArePrintedOnce) {
 TEST_F(CliMpi, UnsupportedOperatorOnEveryRank) {
   testing::OnnxBuilder b;
   b.input("x", {1, 4}).output("y");
-  b.node("soft", "Softmax", {"x"}, {"y"});
-  const fs::path model = testing::write_file(dir_.path() / "softmax.onnx", b.bytes());
+  b.node("hard", "Hardmax", {"x"}, {"y"});
+  const fs::path model = testing::write_file(dir_.path() / "hardmax.onnx", b.bytes());
   std::string prop =
       "(declare-const X_0 Real)(declare-const X_1 Real)(declare-const X_2 Real)"
       "(declare-const X_3 Real)(declare-const Y_0 Real)(declare-const Y_1 Real)"
@@ -202,7 +202,7 @@ TEST_F(CliMpi, UnsupportedOperatorOnEveryRank) {
                           spec.string() + "'");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(count(r.err, "distcrown: error:"), 1u) << r.err;
-  EXPECT_NE(r.err.find("Softmax"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("Hardmax"), std::string::npos) << r.err;
 }
 
 // Tensor parallelism (--shard tp / tp-exact): the plan is printed, tp-exact gives one process's

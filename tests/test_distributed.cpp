@@ -28,6 +28,9 @@ struct Model {
   std::string name;
   std::string bytes;  // serialized ONNX
   InputBox box;
+  // False where the fixture's reference has no IBP bounds (the ViT: exp overflows on its IBP
+  // intervals, a NumericError that test_reference_bounds checks): only CROWN is compared.
+  bool ibp_finite = true;
 };
 
 std::vector<Model> fixture_models() {
@@ -38,7 +41,7 @@ std::vector<Model> fixture_models() {
     const auto ref = testing::read_json(f);
     std::ifstream in(testing::fixtures_dir() / ref["model"].get<std::string>(), std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    out.push_back({f.stem().string(), bytes, testing::reference_box(ref)});
+    out.push_back({f.stem().string(), bytes, testing::reference_box(ref), ref.contains("ibp")});
   }
   return out;
 }
@@ -83,6 +86,7 @@ void check_mode(const Mode& mode) {
     BoundOptions opt;
     opt.crown_batch_size = mode.chunk;
     for (Method method : {Method::kIbp, Method::kCrown}) {
+      if (method == Method::kIbp && !m.ibp_finite) continue;
       const Interval want = compute_bounds(plain, m.box, method, opt);
       const Interval got =
           compute_bounds(sharded, m.box, method, opt, {}, mode.spec ? comm : nullptr);

@@ -522,7 +522,7 @@ TEST_F(OnnxLoader, GarbageBytes) {
 }
 
 TEST_F(OnnxLoader, UnsupportedOperator) {
-  for (const std::string op : {"Softmax", "LSTM"}) {
+  for (const std::string op : {"Hardmax", "LSTM"}) {
     OnnxBuilder b = small_mlp();
     b.model().nodes.back().outputs = {"logits"};
     b.node("probs", op, {"logits"}, {"y"});

@@ -136,6 +136,29 @@ BoundGraph unsqueeze_squeeze_graph(Rng& rng, int64_t opset) {
   return io::load_onnx_bytes(b.bytes(), "unsqueeze.onnx");
 }
 
+// Softmax through import (its lowering: shift by the row's maximum at the bounds' midpoint, Exp,
+// ReduceSum, Reciprocal, product): x [1, 6] -> Gemm 6->24 -> Reshape [1, 2, 3, 4] -> Softmax
+// (`axis`; opset 11 groups the dims from axis on) -> Reshape [1, 24] -> Gemm 24->4. With `ties`
+// the scores of each row along the last axis are equal (repeated weight rows): the maximum is
+// tied everywhere.
+BoundGraph softmax_graph(Rng& rng, int64_t opset, int64_t axis, double scale, bool ties = false) {
+  testing::OnnxBuilder b;
+  b.model().opset = opset;
+  b.input("x", {1, 6}).output("y", {1, 4});
+  const at::Tensor w1 =
+      ties ? rng.normal({6, 6}, scale).repeat_interleave(4, 0) : rng.normal({24, 6}, scale);
+  b.initializer("W1", w1).initializer("b1", ties ? at::zeros({24}) : rng.normal({24}, 0.3));
+  b.initializer("W2", rng.normal({4, 24}, 0.4)).initializer("b2", rng.normal({4}, 0.3));
+  b.initializer("grid", at::tensor({1, 2, 3, 4}, at::kLong));
+  b.initializer("flat", at::tensor({1, 24}, at::kLong));
+  b.node("fc1", "Gemm", {"x", "W1", "b1"}, {"h"}, {testing::attr_int("transB", 1)});
+  b.node("to_grid", "Reshape", {"h", "grid"}, {"g"});
+  b.node("softmax", "Softmax", {"g"}, {"p"}, {testing::attr_int("axis", axis)});
+  b.node("to_flat", "Reshape", {"p", "flat"}, {"f"});
+  b.node("fc2", "Gemm", {"f", "W2", "b2"}, {"y"}, {testing::attr_int("transB", 1)});
+  return io::load_onnx_bytes(b.bytes(), "softmax.onnx");
+}
+
 // A constant of the given shape without the batch dim, as a Concat part.
 ops::ConcatPart constant_part(Rng& r, std::vector<int64_t> rest, int64_t axis) {
   const int64_t length = rest[size_t(axis - 1)];
@@ -201,6 +224,11 @@ const std::vector<OpCase>& op_cases() {
       {"Tanh", [](Rng& r) { return elementwise_graph(r, "Tanh"); }},
       {"TanhSaturated", [](Rng& r) { return elementwise_graph(r, "Tanh", 8.0); }},
       {"Exp", [](Rng& r) { return elementwise_graph(r, "Exp"); }},
+      {"SoftmaxLastAxis", [](Rng& r) { return softmax_graph(r, 13, -1, 0.5); }},
+      {"SoftmaxMiddleAxis", [](Rng& r) { return softmax_graph(r, 13, 2, 0.5); }},
+      {"SoftmaxOpset11Grouped", [](Rng& r) { return softmax_graph(r, 11, 2, 0.5); }},
+      {"SoftmaxWide", [](Rng& r) { return softmax_graph(r, 13, -1, 3.0); }},
+      {"SoftmaxTiedMaximum", [](Rng& r) { return softmax_graph(r, 13, -1, 0.5, true); }},
       {"MulTwoBounded",
        [](Rng& r) {
          // x [1, 6] -> two Linear 6->8 branches -> their product -> Linear 8->4.
@@ -616,6 +644,11 @@ TEST(OpHarnessCases, AffineCasesHaveExactIbp) {
                                                "Tanh",
                                                "TanhSaturated",
                                                "Exp",
+                                               "SoftmaxLastAxis",
+                                               "SoftmaxMiddleAxis",
+                                               "SoftmaxOpset11Grouped",
+                                               "SoftmaxWide",
+                                               "SoftmaxTiedMaximum",
                                                "MulTwoBounded",
                                                "MulTwoBoundedBroadcast",
                                                "MulSquare",

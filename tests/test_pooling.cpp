@@ -268,6 +268,59 @@ TEST(MaxPool, RelaxationIsAutoLirpasRulePerWindowAndSound) {
   }
 }
 
+// α-CROWN's window weights: the initial parameters give CROWN's step, and any weights the
+// optimiser may reach, once projected, lie on the simplex over each window's real elements
+// (padding gets 0) and give sound bounds at sampled points, for every window geometry.
+TEST(MaxPool, ProjectedWindowWeightsStartAtCrownAndStaySound) {
+  c10::NoGradGuard no_grad;
+  const std::vector<int64_t> shape{1, 2, 7, 6};
+  Rng rng(77);
+  const int64_t S = 5;
+  for (const PoolWindow& w : windows()) {
+    const BoundGraph g = single_op(shape, ops::make_max_pool(w));
+    const BoundNode& op = op_of(g);
+    ASSERT_TRUE(op.traits().relaxation_params);
+    const std::vector<int64_t> out(g.output_shape().begin() + 1, g.output_shape().end());
+    for (const NamedBounds& nb : interval_kinds(rng, shape)) {
+      const std::string what = describe(w) + ", " + nb.name;
+      SCOPED_TRACE(what);
+      const at::Tensor A = random_a(rng, S, out);
+      const at::Tensor init = op.initial_relaxation_params(nb.bounds);  // [K, 1, C, Ho, Wo]
+      std::vector<int64_t> full{2, S};
+      full.insert(full.end(), init.sizes().begin(), init.sizes().end());
+      const std::vector<const Interval*> in{&nb.bounds};
+      const auto relaxed_step = [&](const at::Tensor& alpha) {
+        BiasPair bias;
+        const auto o = op.backward_relaxed({A, A}, in, bias, {alpha[0], alpha[1], {}, {}});
+        return Step{o[0].lA, o[0].uA, bias.lower, bias.upper};
+      };
+      at::Tensor alpha = init.unsqueeze(0).unsqueeze(0).expand(full).clone();
+      op.project_relaxation_params(alpha, nb.bounds);
+      EXPECT_TRUE(at::equal(alpha, init.unsqueeze(0).unsqueeze(0).expand(full)))
+          << "one-hot weights are on the simplex already";
+      const Step crown = backward_step(op, A, &nb.bounds);
+      const Step start = relaxed_step(alpha);
+      expect_near(start.lA, crown.lA, "initial lA");
+      expect_near(start.uA, crown.uA, "initial uA");
+      for (const double spread : {0.2, 3.0}) {
+        alpha = alpha + spread * rng.normal(full).to(at::kDouble);
+        op.project_relaxation_params(alpha, nb.bounds);
+        const at::Tensor sums = alpha.sum(2);
+        EXPECT_LE((sums - 1).abs().max().item<double>(), 1e-12) << "weights sum to 1";
+        EXPECT_GE(alpha.min().item<double>(), 0.0);
+        const Step s = relaxed_step(alpha);
+        const at::Tensor x = points_in(rng, nb.bounds, 512);
+        const at::Tensor f = pair(A, g.forward(x));
+        const at::Tensor lo = pair(s.lA, x) + s.lbias.reshape({1, -1});
+        const at::Tensor hi = pair(s.uA, x) + s.ubias.reshape({1, -1});
+        const double tol = 1e-12 * std::max(1.0, f.abs().max().item<double>());
+        EXPECT_LE((lo - f).max().item<double>(), tol) << "lower line above, spread " << spread;
+        EXPECT_LE((f - hi).max().item<double>(), tol) << "upper line below, spread " << spread;
+      }
+    }
+  }
+}
+
 // Where the inputs tie exactly (equal bounds, zero width), the window is linear in i* and the
 // bounds are exact: CROWN over a box with every element of a window equal gives that value.
 TEST(MaxPool, TiedZeroWidthWindowsAreExact) {
@@ -287,8 +340,8 @@ TEST(MaxPool, TiedZeroWidthWindowsAreExact) {
   EXPECT_TRUE(at::equal(crown.upper.reshape({-1}), want_hi)) << crown.upper;
 }
 
-// α-CROWN through MaxPools (no optimisable parameters of their own; their input bounds carry
-// the gradient of the ReLU slopes before them): sound at sampled points, never looser than CROWN.
+// α-CROWN through MaxPools (their window weights, and the ReLU slopes before them through their
+// input bounds): sound at sampled points, never looser than CROWN.
 TEST(MaxPool, AlphaCrownThroughItIsSoundAndNoLooserThanCrown) {
   Rng rng(6);
   testing::Net n({1, 2, 7, 7}, rng);

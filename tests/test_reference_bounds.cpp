@@ -9,6 +9,7 @@
 #include "distcrown/io/onnx_loader.hpp"
 #include "distcrown/methods/compute_bounds.hpp"
 #include "distcrown/methods/crown.hpp"
+#include "distcrown/util/error.hpp"
 #include "fixtures.hpp"
 
 namespace distcrown {
@@ -57,15 +58,23 @@ void expect_sound(const Interval& b, const nlohmann::json& sampled, const std::s
 void check_ibp_and_crown(const std::filesystem::path& f) {
   c10::NoGradGuard no_grad;
   Case c = load_case(f);
-  const Interval ibp = compute_bounds(c.graph, c.box, Method::kIbp);
-  expect_close(ibp.lower, c.ref["ibp"]["lower"], c.name + " ibp lower");
-  expect_close(ibp.upper, c.ref["ibp"]["upper"], c.name + " ibp upper");
   const Interval crown = compute_bounds(c.graph, c.box, Method::kCrown);
   expect_close(crown.lower, c.ref["crown"]["lower"], c.name + " crown lower");
   expect_close(crown.upper, c.ref["crown"]["upper"], c.name + " crown upper");
   for (const char* key : {"sampled", "sampled_vertices"}) {
-    expect_sound(ibp, c.ref[key], c.name + " ibp vs " + key);
     expect_sound(crown, c.ref[key], c.name + " crown vs " + key);
+  }
+  if (!c.ref.contains("ibp")) {
+    // auto_LiRPA's IBP failed (the ref's note: the ViT's softmax sums reach 0 after exp
+    // underflows); ours overflows exp on the same intervals and must say so, not bound.
+    EXPECT_THROW((void)compute_bounds(c.graph, c.box, Method::kIbp), NumericError) << c.name;
+    return;
+  }
+  const Interval ibp = compute_bounds(c.graph, c.box, Method::kIbp);
+  expect_close(ibp.lower, c.ref["ibp"]["lower"], c.name + " ibp lower");
+  expect_close(ibp.upper, c.ref["ibp"]["upper"], c.name + " ibp upper");
+  for (const char* key : {"sampled", "sampled_vertices"}) {
+    expect_sound(ibp, c.ref[key], c.name + " ibp vs " + key);
   }
 }
 
@@ -96,8 +105,8 @@ TEST(ReferenceBounds, IbpAndCrownMatchAutoLirpa) {
   }
 }
 
-// The refs/ops cases whose operators exist (testing::supported_ops_cases(): the Sigmoid MLP and
-// the AveragePool CNN).
+// The refs/ops cases whose operators exist (testing::supported_ops_cases(): the Sigmoid MLP,
+// the AveragePool CNN and the ViT).
 TEST(ReferenceBounds, OpsCasesIbpAndCrownMatchAutoLirpa) {
   DISTCROWN_REQUIRE_FIXTURES();
   const auto files = testing::ops_reference_files();

@@ -499,31 +499,5 @@ TEST_F(ShapeOps, BatchAxisAndVariablePositionsAreRefused) {
   }
 }
 
-// ---------------------------------------------------------------------------------------------
-// The VNN-COMP 2023 ViT: what remains unsupported is its attention's nonlinear part.
-
-TEST_F(ShapeOps, VitLoadErrorListsExactlyItsSoftmaxNodes) {
-  DISTCROWN_REQUIRE_FIXTURES();
-  const std::string path = (testing::fixtures_dir() / "models" / "vit_pgd_2_3_16.onnx").string();
-  std::string what;
-  try {
-    (void)io::load_onnx(path);
-    FAIL() << "the ViT loaded";
-  } catch (const UnsupportedError& e) {
-    what = e.what();
-  }
-  const std::vector<std::string> lines = testing::lines_of(what);
-  // Both blocks' Softmax: Q·Kᵀ (MatMul of two bounded tensors) lowers; the rest of the
-  // attention reads a Softmax's output, so it is checked by op type only: 60 nodes after them.
-  ASSERT_EQ(lines.size(), 3u) << what;
-  EXPECT_EQ(lines[0], path +
-                          ": unsupported: 2 nodes cannot be lowered (60 later nodes that depend on "
-                          "them were checked by op type only):");
-  EXPECT_EQ(lines[1],
-            "  node '/1/1.0/1.0.0/fn/fn.1/Softmax' (Softmax): unsupported operator Softmax");
-  EXPECT_EQ(lines[2],
-            "  node '/1/1.1/1.1.0/fn/fn.1/Softmax' (Softmax): unsupported operator Softmax");
-}
-
 }  // namespace
 }  // namespace distcrown

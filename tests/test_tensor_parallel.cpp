@@ -185,6 +185,9 @@ void check_exact(const std::vector<Model>& models, const std::vector<Setting>& s
     BoundGraph tp = io::load_onnx_bytes(m.bytes, m.name);
     sharding::shard_graph(tp, sharding::ShardPlan::kTpExact, comm);
     for (const Setting& s : settings) {
+      // Where auto_LiRPA's IBP failed (the ViT: exp overflows on its IBP intervals) ours throws
+      // NumericError too (test_reference_bounds checks it): nothing to compare.
+      if (s.method == Method::kIbp && !m.ref.is_null() && !m.ref.contains("ibp")) continue;
       BoundOptions opt;
       opt.scheme = s.scheme;
       opt.crown_batch_size = s.chunk;

@@ -19,6 +19,7 @@
 #include "distcrown/methods/options.hpp"
 #include "distcrown/sharding/partitioner.hpp"
 #include "distcrown/sharding/sharded_param.hpp"
+#include "distcrown/util/deadline.hpp"
 #include "distcrown/util/error.hpp"
 #include "distcrown/util/memory.hpp"
 #include "distcrown/util/output_file.hpp"

@@ -1,16 +1,56 @@
 #include "distcrown/bab/bab.hpp"
 
 #include <cstdio>
+#include <string>
+
+#include "distcrown/util/memory.hpp"
 
 namespace distcrown::bab {
+namespace {
 
-void Progress::report(const char* what, int64_t domains_left, double worst, int64_t rounds) {
+// Seconds between two progress lines of one phase.
+constexpr double kProgressInterval = 1.0;
+
+}  // namespace
+
+void Progress::start(std::string phase) {
+  phase_ = std::move(phase);
+  rounds_ = -1;
+  print();
+}
+
+void Progress::report(int64_t rounds, int64_t bounded, int64_t queued, double worst) {
+  rounds_ = rounds;
+  bounded_ = bounded;
+  queued_ = queued;
+  worst_ = worst;
+  beat();
+}
+
+void Progress::beat() {
+  if (!enabled_ || (last_ >= 0 && deadline_.elapsed() - last_ < kProgressInterval)) return;
+  print();
+}
+
+void Progress::print() {
   if (!enabled_) return;
-  const double t = deadline_.elapsed();
-  if (last_ >= 0 && t - last_ < 1.0) return;
-  last_ = t;
-  std::fprintf(stderr, "%s: round %lld, domains left %lld, worst bound %.6g, time %.1f s\n", what,
-               static_cast<long long>(rounds), static_cast<long long>(domains_left), worst, t);
+  last_ = deadline_.elapsed();
+  std::string line = "progress: " + phase_;
+  char buf[160];
+  std::snprintf(buf, sizeof buf, ", %.1f s", last_);
+  line += buf;
+  if (rounds_ >= 0) {
+    std::snprintf(buf, sizeof buf,
+                  ", round %lld, domains bounded %lld, in queue %lld, worst bound %.6g",
+                  static_cast<long long>(rounds_), static_cast<long long>(bounded_),
+                  static_cast<long long>(queued_), worst_);
+    line += buf;
+  }
+  // Resident (what the OS gives the process) and the tensors' own peak (the accountant).
+  std::snprintf(buf, sizeof buf, ", peak memory %.0f MB (tensors %.0f MB)\n",
+                double(peak_resident_bytes()) / 1e6, double(memory::peak_bytes()) / 1e6);
+  line += buf;
+  std::fputs(line.c_str(), stderr);
 }
 
 }  // namespace distcrown::bab

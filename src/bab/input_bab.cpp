@@ -42,12 +42,12 @@ class InputAHook final : public RelaxationHook {
 
 }  // namespace
 
-BabResult input_bab(const BoundGraph& g, const io::VnnlibCase& c, const Objective& objective,
-                    const std::vector<Objective>& disjuncts, const BabOptions& options,
-                    const Deadline& deadline, const BoundOptions& bound_options) {
-  if (options.batch < 1) throw InvalidArgument("branch and bound batch must be >= 1");
+namespace {
+
+BabResult search(const BoundGraph& g, const io::VnnlibCase& c, const Objective& objective,
+                 const BabOptions& options, const Deadline& deadline,
+                 const BoundOptions& bound_options, Progress& progress, BabResult& res) {
   c10::NoGradGuard no_grad;
-  BabResult res;
   const int64_t K = objective.rhs.size(0);
   const auto done = [&](BabStatus s) {
     res.status = s;
@@ -59,7 +59,6 @@ BabResult input_bab(const BoundGraph& g, const io::VnnlibCase& c, const Objectiv
   }
   // Boxes live on the CPU (cheap to split one by one); each batch goes to the device at once.
   const InputBox root = io::enclosing_box(c, g, g.dtype());
-  Progress progress(options.progress, deadline);
   int64_t next_id = 0;
 
   // Bounds a batch of boxes: sets value and split_dim of each; returns candidate counterexamples
@@ -117,7 +116,7 @@ BabResult input_bab(const BoundGraph& g, const io::VnnlibCase& c, const Objectiv
   bool exhausted = false;
   while (!queue.empty()) {
     res.worst_value = queue.front().value;
-    progress.report("bab (input splits)", int64_t(queue.size()), res.worst_value, res.rounds);
+    progress.report(res.rounds, res.domains_bounded, int64_t(queue.size()), res.worst_value);
     if (deadline.expired()) return done(BabStatus::kTimeout);
     if (options.max_rounds > 0 && res.rounds >= options.max_rounds) {
       res.reason = "round limit reached";
@@ -171,6 +170,27 @@ BabResult input_bab(const BoundGraph& g, const io::VnnlibCase& c, const Objectiv
     return done(BabStatus::kUnknown);
   }
   return done(BabStatus::kProved);
+}
+
+}  // namespace
+
+BabResult input_bab(const BoundGraph& g, const io::VnnlibCase& c, const Objective& objective,
+                    const std::vector<Objective>& /*disjuncts*/, const BabOptions& options,
+                    const Deadline& deadline, const BoundOptions& bound_options) {
+  if (options.batch < 1) throw InvalidArgument("branch and bound batch must be >= 1");
+  Progress own_progress(options.progress, deadline);
+  Progress& progress = options.reporter != nullptr ? *options.reporter : own_progress;
+  progress.start("bab (input splits)");
+  // The bounding passes stop at the deadline and print the progress.
+  BoundOptions bo = bound_options;
+  bo.checkpoint = Checkpoint{deadline, &progress};
+  BabResult res;
+  try {
+    return search(g, c, objective, options, deadline, bo, progress, res);
+  } catch (const DeadlineReached&) {
+    res.status = BabStatus::kTimeout;
+    return res;
+  }
 }
 
 }  // namespace distcrown::bab

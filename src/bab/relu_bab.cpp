@@ -39,6 +39,12 @@ BoundOptions without_row_alignment(BoundOptions o) {
   return o;
 }
 
+// The bounding passes of a branch and bound stop at its deadline and print its progress.
+BoundOptions with_checkpoint(BoundOptions o, const Deadline& deadline, Progress& progress) {
+  o.checkpoint = Checkpoint{deadline, &progress};
+  return o;
+}
+
 // Heap order: the worst (lowest) value on top.
 bool worse_first(const Domain& a, const Domain& b) {
   return a.value != b.value ? a.value > b.value : a.id > b.id;
@@ -91,9 +97,10 @@ class ReluBab {
         disjuncts_(disjuncts),
         o_(o),
         deadline_(deadline),
-        bo_(without_row_alignment(bo)),
-        box_(on_device(io::enclosing_box(c, g, g.dtype()), g.device())),
-        progress_(o.progress, deadline) {
+        own_progress_(o.progress, deadline),
+        progress_(o.reporter != nullptr ? *o.reporter : own_progress_),
+        bo_(with_checkpoint(without_row_alignment(bo), deadline, progress_)),
+        box_(on_device(io::enclosing_box(c, g, g.dtype()), g.device())) {
     for (int i = 1; i < g.size(); ++i) {
       // Splittable nodes (ReLU) carry the split constraints (β) and their α through
       // backward_relaxed(): both capabilities are needed.
@@ -112,6 +119,8 @@ class ReluBab {
     K_ = obj.rhs.size(0);
   }
 
+  /// Branch and bound until decided, out of rounds, or past the deadline (kTimeout, also when
+  /// a bounding pass stopped at it).
   BabResult run(ReluBabStats* stats);
 
   struct Bounded {
@@ -142,9 +151,12 @@ class ReluBab {
   const std::vector<Objective>& disjuncts_;
   BabOptions o_;
   const Deadline& deadline_;
-  BoundOptions bo_;
-  InputBox box_;  // [1, *input_shape]
-  Progress progress_;
+  Progress own_progress_;
+  Progress& progress_;  // o_.reporter or own_progress_
+  BoundOptions bo_;     // its checkpoint: deadline_ and progress_
+  InputBox box_;        // [1, *input_shape]
+  BabResult res_;
+  BabResult search(ReluBabStats* stats);
   std::vector<int> relus_, pre_;
   std::vector<int> other_pre_;  // inputs of relaxed nodes that are not split (MaxPool, Sigmoid)
   std::map<int, size_t> relu_index_;
@@ -435,7 +447,18 @@ DomainStoreBytes ReluBab::store_bytes(const std::vector<Domain>& queue) const {
 }
 
 BabResult ReluBab::run(ReluBabStats* stats) {
-  BabResult res;
+  progress_.start("bab (relu splits)");
+  try {
+    return search(stats);
+  } catch (const DeadlineReached&) {
+    res_.status = BabStatus::kTimeout;
+    res_.domains_bounded = bounded_;
+    return res_;
+  }
+}
+
+BabResult ReluBab::search(ReluBabStats* stats) {
+  BabResult& res = res_;
   const auto done = [&](BabStatus status) {
     res.status = status;
     res.domains_bounded = bounded_;
@@ -465,7 +488,7 @@ BabResult ReluBab::run(ReluBabStats* stats) {
   bool exhausted = false;
   while (!queue.empty()) {
     res.worst_value = queue.front().value;
-    progress_.report("bab (relu splits)", int64_t(queue.size()), res.worst_value, res.rounds);
+    progress_.report(res.rounds, bounded_, int64_t(queue.size()), res.worst_value);
     if (deadline_.expired()) return done(BabStatus::kTimeout);
     if (o_.max_rounds > 0 && res.rounds >= o_.max_rounds) {
       res.reason = "round limit reached";

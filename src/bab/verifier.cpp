@@ -25,19 +25,12 @@ std::vector<Objective> objectives_of(const io::VnnlibCase& c, int64_t n_out, at:
   return o;
 }
 
-}  // namespace
-
-VerifyResult verify(const BoundGraph& g, const io::VnnlibProperty& property,
-                    const VerifyOptions& options) {
-  c10::NoGradGuard no_grad;
-  const Deadline deadline(options.timeout_s);
-  VerifyResult r;
-  const auto finish = [&](Verdict v, std::string detail) {
-    r.verdict = v;
-    r.detail = std::move(detail);
-    r.seconds = deadline.elapsed();
-    return r;
-  };
+// The phases of verify (attack, α-CROWN at the root, branch and bound); `finish` sets r's
+// verdict. DeadlineReached from any bounding pass propagates to verify().
+template <class Finish>
+VerifyResult decide(const BoundGraph& g, const io::VnnlibProperty& property,
+                    const VerifyOptions& options, const Deadline& deadline, Progress& progress,
+                    VerifyResult& r, const Finish& finish) {
   const int64_t n_out = g.output_numel();
   std::vector<std::vector<Objective>> objectives;
   for (const auto& c : property.cases) objectives.push_back(objectives_of(c, n_out, g.dtype()));
@@ -45,6 +38,10 @@ VerifyResult verify(const BoundGraph& g, const io::VnnlibProperty& property,
   // 1. Attack every box.
   VerifyOptions o = options;
   o.bab.attack.stop_at = deadline.stop_at();
+  o.bab.reporter = &progress;
+  // Every bounding pass stops at the deadline and prints the progress from inside.
+  o.bound.checkpoint = Checkpoint{deadline, &progress};
+  progress.start("attack");
   for (size_t i = 0; i < property.cases.size(); ++i) {
     if (auto cex = pgd_attack(g, property.cases[i], objectives[i], o.bab.attack)) {
       r.counterexample = cex;
@@ -74,12 +71,13 @@ VerifyResult verify(const BoundGraph& g, const io::VnnlibProperty& property,
       }
       const InputBox cpu_box = io::enclosing_box(c, g, g.dtype());
       const InputBox box{cpu_box.lower.to(g.device()), cpu_box.upper.to(g.device())};
+      progress.start("root CROWN + alpha-CROWN");
       AlphaOptions ao;
       ao.iterations = options.bab.root_iterations;
       ao.lr = options.bab.root_lr;
       ao.stop_at = deadline.stop_at();
       const at::Tensor lb =
-          alpha_crown(g, box, at::cat(C, 0), ao, options.bound, true, false).bounds.lower;
+          alpha_crown(g, box, at::cat(C, 0), ao, o.bound, true, false).bounds.lower;
       require_finite({lb, at::Tensor()});  // an answer must never rest on NaN bounds
       int64_t row = 0;
       for (size_t d = 0; d < objs.size(); ++d) {
@@ -97,9 +95,8 @@ VerifyResult verify(const BoundGraph& g, const io::VnnlibProperty& property,
       if (proved[d]) continue;
       if (deadline.expired())
         return finish(Verdict::kTimeout, "timeout before every disjunct was proved");
-      const BabResult b = input_split
-                              ? input_bab(g, c, objs[d], objs, o.bab, deadline, options.bound)
-                              : relu_bab(g, c, objs[d], objs, o.bab, deadline, options.bound);
+      const BabResult b = input_split ? input_bab(g, c, objs[d], objs, o.bab, deadline, o.bound)
+                                      : relu_bab(g, c, objs[d], objs, o.bab, deadline, o.bound);
       r.domains_bounded += b.domains_bounded;
       rounds += b.rounds;
       switch (b.status) {
@@ -109,6 +106,9 @@ VerifyResult verify(const BoundGraph& g, const io::VnnlibProperty& property,
           r.counterexample = b.counterexample;
           return finish(Verdict::kSat, "counterexample found in branch and bound");
         case BabStatus::kTimeout:
+          if (b.rounds == 0) {
+            return finish(Verdict::kTimeout, "timeout in branch and bound, at its root");
+          }
           return finish(Verdict::kTimeout, "timeout in branch and bound (worst bound " +
                                                std::to_string(b.worst_value) + ")");
         case BabStatus::kUnknown:
@@ -124,6 +124,37 @@ VerifyResult verify(const BoundGraph& g, const io::VnnlibProperty& property,
   }
   return finish(Verdict::kUnsat, std::string(input_split ? "input" : "relu") +
                                      " branch and bound, " + std::to_string(rounds) + " rounds");
+}
+
+}  // namespace
+
+VerifyResult verify(const BoundGraph& g, const io::VnnlibProperty& property,
+                    const VerifyOptions& options) {
+  return verify(g, property, options, Deadline(options.timeout_s));
+}
+
+VerifyResult verify(const BoundGraph& g, const io::VnnlibProperty& property,
+                    const VerifyOptions& options, const Deadline& deadline) {
+  c10::NoGradGuard no_grad;
+  Progress progress(options.bab.progress, deadline);
+  VerifyResult r;
+  const auto finish = [&](Verdict v, std::string detail) {
+    // An answer decided after the deadline is a timeout (VNN-COMP counts late answers so).
+    if ((v == Verdict::kSat || v == Verdict::kUnsat) && deadline.expired()) {
+      detail = to_string(v) + " decided after the deadline (" + detail + ")";
+      v = Verdict::kTimeout;
+      r.counterexample.reset();
+    }
+    r.verdict = v;
+    r.detail = std::move(detail);
+    r.seconds = deadline.elapsed();
+    return r;
+  };
+  try {
+    return decide(g, property, options, deadline, progress, r, finish);
+  } catch (const DeadlineReached&) {
+    return finish(Verdict::kTimeout, "timeout during " + progress.phase());
+  }
 }
 
 std::string format_result(const VerifyResult& r) {

@@ -110,6 +110,14 @@ const std::vector<OptionSpec>& table() {
            CLI::Validator(
                [](std::string& path) { return path.empty() ? std::string("empty path") : ""; },
                "FILE"))},
+      {"report", Applies::kVerify,
+       "write a JSON summary here: result, time_s (since the process started), memory "
+       "(peak_bytes resident, peak_tensor_bytes)",
+       field(
+           [](RunOptions & r) -> auto& { return r.report; },
+           CLI::Validator(
+               [](std::string& path) { return path.empty() ? std::string("empty path") : ""; },
+               "FILE"))},
       {"method", Applies::kBounds, "bounding method",
        field([](RunOptions & r) -> auto& { return r.method; })},
       {"iterations", Applies::kBoth,

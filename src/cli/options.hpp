@@ -74,6 +74,7 @@ struct RunOptions {
   std::string model;
   std::string vnnlib;
   std::string result;
+  std::string report;  // verify: JSON summary (result, time, peak memory)
   std::string config;
   Method method = Method::kCrown;
   Intermediate intermediate = Intermediate::kAuto;

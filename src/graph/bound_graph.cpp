@@ -49,6 +49,10 @@ bool BoundGraph::feeds_splittable(int i) const {
 }
 
 at::Tensor BoundGraph::forward(const at::Tensor& x) const {
+  return forward_values(x)[size_t(output_)];
+}
+
+std::vector<at::Tensor> BoundGraph::forward_values(const at::Tensor& x) const {
   std::vector<at::Tensor> values(nodes_.size());
   values[0] = x;
   std::vector<at::Tensor> args;
@@ -57,7 +61,7 @@ at::Tensor BoundGraph::forward(const at::Tensor& x) const {
     for (int p : nodes_[i].inputs) args.push_back(values[size_t(p)]);
     values[i] = nodes_[i].op->forward(args);
   }
-  return values[size_t(output_)];
+  return values;
 }
 
 void BoundGraph::to_dtype(at::ScalarType dtype) {

@@ -129,6 +129,7 @@ AlphaResult alpha_crown(const BoundGraph& g, const InputBox& box, const at::Tens
     at::Tensor saved;  // [batch]: summed bound of the iteration the reference was last saved at
     int stale = 0;
     for (int it = 0; it < alpha.iterations; ++it) {
+      options.checkpoint();  // may throw DeadlineReached
       CrownEngine engine(g, box, options);
       engine.set_hook(&slopes);
       for (int i = 1; i < g.size(); ++i) {

@@ -3,6 +3,7 @@
 #include <map>
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 
 #include "distcrown/methods/ibp.hpp"
 #include "distcrown/util/error.hpp"
@@ -75,6 +76,7 @@ void CrownEngine::compute_intermediate_bounds() {
   for (int i = 1; i < g_.size(); ++i) {
     if (i == g_.output()) continue;    // bounded by output_bounds() with the spec
     if (bounds_[size_t(i)]) continue;  // given by set_bounds()
+    opt_.checkpoint();                 // may throw DeadlineReached
     args.clear();
     for (int p : g_.node(i).inputs) args.push_back(&*bounds_[size_t(p)]);
     // The reference: given bounds, else one IBP step from the bounds so far (auto_LiRPA uses
@@ -140,6 +142,17 @@ Interval CrownEngine::neuron_rows(int start, const at::Tensor& rows) {
         return one_hot_rows(rows.index_select(0, idx), shape, n, B, options);
       },
       rows);
+}
+
+const std::vector<Interval>& CrownEngine::centre_values() {
+  if (centre_.empty()) {
+    // Constants of the relaxation: no gradient flows through the reference point.
+    c10::NoGradGuard no_grad;
+    const std::vector<at::Tensor> v = g_.forward_values((box_.lower + box_.upper) / 2);
+    centre_.reserve(v.size());
+    for (const at::Tensor& t : v) centre_.push_back({t, t});
+  }
+  return centre_;
 }
 
 at::TensorOptions CrownEngine::index_options() const {
@@ -212,8 +225,13 @@ Interval CrownEngine::backward_from(int start, BoundA a, const at::Tensor& rows)
   for (int i = start; i >= 1; --i) {
     auto it = pending.find(i);
     if (it == pending.end()) continue;
+    opt_.checkpoint();  // may throw DeadlineReached; the pass's A matrices are freed
     BoundA here = std::move(it->second);
     pending.erase(it);
+    if (here.lA.defined() && here.lA.requires_grad()) {
+      // α/β optimisation's autograd backward retraces this pass: it stops at the deadline too.
+      here.lA.register_hook([check = opt_.checkpoint](const at::Tensor& /*grad*/) { check(); });
+    }
     const GraphNode& node = g_.node(i);
     in_bounds.clear();
     for (int p : node.inputs) {
@@ -222,6 +240,10 @@ Interval CrownEngine::backward_from(int start, BoundA a, const at::Tensor& rows)
         throw Error("internal: bounds of node '" + g_.node(p).name + "' needed before computed");
       }
       in_bounds.push_back(b ? &*b : nullptr);
+    }
+    if (node.op->traits().needs_centre_values) {
+      const std::vector<Interval>& centre = centre_values();
+      for (int p : node.inputs) in_bounds.push_back(&centre[size_t(p)]);
     }
     std::vector<BoundA> outs;
     if (hook_ != nullptr && node.op->has_relaxation_params()) {

@@ -94,6 +94,7 @@ Interval CrownEngine::backward_from_patches(int start, PatchesA a) {
   for (int i = start; i >= 1; --i) {
     auto it = pending.find(i);
     if (it == pending.end()) continue;
+    opt_.checkpoint();  // may throw DeadlineReached; the pass's A matrices are freed
     PendingA here = std::move(it->second);
     pending.erase(it);
     const GraphNode& node = g_.node(i);
@@ -104,6 +105,11 @@ Interval CrownEngine::backward_from_patches(int start, PatchesA a) {
         throw Error("internal: bounds of node '" + g_.node(p).name + "' needed before computed");
       }
       in_bounds.push_back(b ? &*b : nullptr);
+    }
+    // As backward_from(): the forward values at the box centre follow the input bounds.
+    if (node.op->traits().needs_centre_values) {
+      const std::vector<Interval>& centre = centre_values();
+      for (int p : node.inputs) in_bounds.push_back(&centre[size_t(p)]);
     }
     if (here.patches && !node.op->traits().patches) {
       here.dense = dense_of(*here.patches, node.shape);

@@ -17,10 +17,44 @@ at::Tensor bias_of(const at::Tensor& A, const at::Tensor& c) {
   return (A * c).reshape({A.size(0), A.size(1), -1}).sum(2);
 }
 
+// One McCormick plane of x·y, as auto_LiRPA interpolates them for α-CROWN (MulHelper): the two
+// lower planes (through (x_l, y_l) and (x_u, y_u)) and the two upper planes (through (x_u, y_l)
+// and (x_l, y_u)) are mixed by r ∈ [0, 1]; r = 1 is CROWN's plane above:
+//   lower  x·y ≥ a·x + b·y + c,  a = y_u + (y_l − y_u)·r,  b = x_u + (x_l − x_u)·r,
+//                                c = (y_u·x_u − y_l·x_l)·r − y_u·x_u
+//   upper  x·y ≤ a·x + b·y + c,  a = y_l + (y_u − y_l)·r,  b = x_u + (x_l − x_u)·r,
+//                                c = (y_l·x_u − y_u·x_l)·r − y_l·x_u
+// Each is a convex combination of two valid planes of the same side, hence valid.
+struct Plane {
+  at::Tensor a;  // slope in x
+  at::Tensor b;  // slope in y
+  at::Tensor c;  // constant
+};
+
+Plane plane(bool upper, const at::Tensor& xl, const at::Tensor& xu, const at::Tensor& yl,
+            const at::Tensor& yu, const at::Tensor& r) {
+  const at::Tensor b = xu + (xl - xu) * r;
+  if (upper) return {yl + (yu - yl) * r, b, (yl * xu - yu * xl) * r - yl * xu};
+  return {yu + (yl - yu) * r, b, (yu * xu - yl * xl) * r - yu * xu};
+}
+
+// α of the planes: [2, B, *out] per row and side (index 0 the lower plane's r, 1 the upper
+// plane's), starting at CROWN's planes (r = 1); projected onto [0, 1] (the default).
+at::Tensor initial_plane_params(const std::vector<int64_t>& out, const Interval& in) {
+  std::vector<int64_t> full{2, in.lower.size(0)};
+  full.insert(full.end(), out.begin() + 1, out.end());
+  return at::ones(full, in.lower.options());
+}
+
 class BoundBilinearMul final : public BoundNode {
  public:
   std::string op_type() const override { return "Mul"; }
-  OpTraits traits() const override { return {.needs_input_bounds = true}; }
+  OpTraits traits() const override {
+    return {.needs_input_bounds = true, .relaxation_params = true};
+  }
+  at::Tensor initial_relaxation_params(const Interval& in) const override {
+    return initial_plane_params(output_shape(), in);
+  }
 
   at::Tensor forward(std::span<const at::Tensor> x) const override { return x[0] * x[1]; }
 
@@ -65,12 +99,49 @@ class BoundBilinearMul final : public BoundNode {
     if (a.uA.defined()) side(a.uA, true, bias.upper, res[0].uA, res[1].uA);
     return res;
   }
+
+  std::vector<BoundA> backward_relaxed(const BoundA& a, std::span<const Interval* const> bounds,
+                                       BiasPair& bias, const RelaxParams& p) const override {
+    if (!p.alpha_l.defined() && !p.alpha_u.defined()) return backward(a, bounds, bias);
+    const Interval& x = *bounds[0];
+    const Interval& y = *bounds[1];
+    std::vector<int64_t> out = output_shape();
+    const int64_t B = x.lower.size(0);
+    out[0] = B;
+    const at::Tensor xl = x.lower.expand(out);
+    const at::Tensor xu = x.upper.expand(out);
+    const at::Tensor yl = y.lower.expand(out);
+    const at::Tensor yu = y.upper.expand(out);
+    std::vector<BoundA> res(2);
+    // r [S, 2, B, *out]: the side's own plane takes A⁺, the other A⁻.
+    const auto side = [&](const at::Tensor& A, const at::Tensor& r, bool upper, at::Tensor& acc,
+                          at::Tensor& Ax, at::Tensor& Ay) {
+      const at::Tensor pos = A.clamp_min(0);
+      const at::Tensor neg = A - pos;
+      const Plane own = plane(upper, xl, xu, yl, yu, r.select(1, upper ? 1 : 0));
+      const Plane other = plane(!upper, xl, xu, yl, yu, r.select(1, upper ? 0 : 1));
+      Ax = sum_to_input(pos * own.a + neg * other.a, input_shape(0), B);
+      Ay = sum_to_input(pos * own.b + neg * other.b, input_shape(1), B);
+      accumulate(acc, bias_of(pos, own.c) + bias_of(neg, other.c));
+    };
+    if (a.lA.defined()) side(a.lA, p.alpha_l, false, bias.lower, res[0].lA, res[1].lA);
+    if (a.uA.defined()) side(a.uA, p.alpha_u, true, bias.upper, res[0].uA, res[1].uA);
+    return res;
+  }
 };
 
 class BoundBilinearMatMul final : public BoundNode {
  public:
   std::string op_type() const override { return "MatMul"; }
-  OpTraits traits() const override { return {.needs_input_bounds = true}; }
+  OpTraits traits() const override {
+    return {.needs_input_bounds = true, .relaxation_params = true};
+  }
+  at::Tensor initial_relaxation_params(const Interval& in) const override {
+    // One r per term x_ik·y_kj: P = [2, B, .., n, m, k].
+    std::vector<int64_t> terms = output_shape();
+    terms.push_back(input_shape(0).back());
+    return initial_plane_params(terms, in);
+  }
 
   at::Tensor forward(std::span<const at::Tensor> x) const override {
     return at::matmul(x[0], x[1]);
@@ -115,6 +186,34 @@ class BoundBilinearMatMul final : public BoundNode {
     };
     if (a.lA.defined()) side(a.lA, false, bias.lower, res[0].lA, res[1].lA);
     if (a.uA.defined()) side(a.uA, true, bias.upper, res[0].uA, res[1].uA);
+    return res;
+  }
+
+  std::vector<BoundA> backward_relaxed(const BoundA& a, std::span<const Interval* const> bounds,
+                                       BiasPair& bias, const RelaxParams& p) const override {
+    if (!p.alpha_l.defined() && !p.alpha_u.defined()) return backward(a, bounds, bias);
+    // Every term x_ik·y_kj has its own planes: the bounds as [B, .., n, m, k] (x [.., n, 1, k],
+    // y transposed [.., 1, m, k]), A [S, B, .., n, m] -> [.., n, m, 1].
+    const Interval& x = *bounds[0];
+    const Interval& y = *bounds[1];
+    const at::Tensor xl = x.lower.unsqueeze(-2);
+    const at::Tensor xu = x.upper.unsqueeze(-2);
+    const at::Tensor yl = y.lower.transpose(-1, -2).unsqueeze(-3);
+    const at::Tensor yu = y.upper.transpose(-1, -2).unsqueeze(-3);
+    std::vector<BoundA> res(2);
+    const auto side = [&](const at::Tensor& A, const at::Tensor& r, bool upper, at::Tensor& acc,
+                          at::Tensor& Ax, at::Tensor& Ay) {
+      const at::Tensor pos = A.clamp_min(0).unsqueeze(-1);
+      const at::Tensor neg = A.clamp_max(0).unsqueeze(-1);
+      const Plane own = plane(upper, xl, xu, yl, yu, r.select(1, upper ? 1 : 0));
+      const Plane other = plane(!upper, xl, xu, yl, yu, r.select(1, upper ? 0 : 1));
+      Ax = (pos * own.a + neg * other.a).sum(-2);                    // [S, B, .., n, k]
+      Ay = (pos * own.b + neg * other.b).sum(-3).transpose(-1, -2);  // [S, B, .., k, m]
+      const at::Tensor c = pos * own.c + neg * other.c;
+      accumulate(acc, c.reshape({c.size(0), c.size(1), -1}).sum(2));
+    };
+    if (a.lA.defined()) side(a.lA, p.alpha_l, false, bias.lower, res[0].lA, res[1].lA);
+    if (a.uA.defined()) side(a.uA, p.alpha_u, true, bias.upper, res[0].uA, res[1].uA);
     return res;
   }
 };

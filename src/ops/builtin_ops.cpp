@@ -23,6 +23,7 @@ namespace distcrown::ops {
   FAMILY(concat)    /* Concat, Split */                                          \
   FAMILY(slice)     /* Slice, Gather */                                          \
   FAMILY(reduce)    /* ReduceSum, ReduceMean */                                  \
+  FAMILY(softmax)   /* Softmax */                                                \
   FAMILY(constant)  /* Constant, Identity, Dropout, Cast, ConstantOfShape, ... */
 
 #define DISTCROWN_DECLARE_FAMILY(family) void register_##family(OpRegistry& r);

@@ -30,12 +30,10 @@ class BoundReduce final : public BoundNode {
     return reduce(x[0], kind_, axes_, keepdims_);
   }
   Interval ibp(std::span<const Interval* const> x) const override {
-    // Nonnegative coefficients: centre f(mid), radius f(rad).
-    const at::Tensor mid = (x[0]->upper + x[0]->lower) / 2;
-    const at::Tensor rad = (x[0]->upper - x[0]->lower) / 2;
-    const at::Tensor c = reduce(mid, kind_, axes_, keepdims_);
-    const at::Tensor r = reduce(rad, kind_, axes_, keepdims_);
-    return {c - r, c + r};
+    // Nonnegative coefficients: the reduction of each side (as auto_LiRPA's default IBP). Not
+    // in centre/radius form, where an infinite side (exp overflowing) would give inf − inf.
+    return {reduce(x[0]->lower, kind_, axes_, keepdims_),
+            reduce(x[0]->upper, kind_, axes_, keepdims_)};
   }
   std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> /*bounds*/,
                                BiasPair& bias) const override {

@@ -2,7 +2,6 @@
 // Branch and bound over one objective (a VNNLIB disjunct): common options, results and the
 // deadline / progress helpers shared by ReLU splitting (β-CROWN) and input splitting.
 #include <array>
-#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -10,6 +9,7 @@
 #include <utility>
 
 #include "distcrown/bab/attack.hpp"
+#include "distcrown/util/deadline.hpp"
 
 namespace distcrown::bab {
 
@@ -20,6 +20,8 @@ constexpr auto enum_table(Branching) {
   using P = std::pair<Branching, std::string_view>;
   return std::array{P{Branching::kBabsr, "babsr"}, P{Branching::kFsb, "fsb"}};
 }
+
+class Progress;
 
 struct BabOptions {
   /// Domains taken from the queue per round; their 2·batch children are bounded in one call.
@@ -38,6 +40,9 @@ struct BabOptions {
   int attack_every = 5;    // rounds between attacks from the worst domains (0 = never)
   AttackOptions attack;
   bool progress = false;  // stderr, at most once a second
+  /// Where the progress lines go when the caller keeps one Progress across phases (verify);
+  /// null: a branch and bound with `progress` prints its own. Not owned.
+  Progress* reporter = nullptr;
 };
 
 enum class BabStatus { kProved, kFalsified, kTimeout, kUnknown };
@@ -52,35 +57,36 @@ struct BabResult {
   std::string reason;      // why unknown
 };
 
-class Deadline {
- public:
-  explicit Deadline(double seconds) : start_(std::chrono::steady_clock::now()), seconds_(seconds) {}
-  [[nodiscard]] double elapsed() const {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  }
-  [[nodiscard]] bool expired() const { return seconds_ > 0 && elapsed() >= seconds_; }
-  [[nodiscard]] double seconds() const { return seconds_; }
-  /// The moment it expires; none without a limit.
-  [[nodiscard]] std::optional<std::chrono::steady_clock::time_point> stop_at() const {
-    if (seconds_ <= 0) return std::nullopt;
-    return start_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                        std::chrono::duration<double>(seconds_));
-  }
+/// The deadline (util/deadline.hpp), as the branch-and-bound API has always named it.
+using Deadline = distcrown::Deadline;
 
- private:
-  std::chrono::steady_clock::time_point start_;
-  double seconds_;
-};
-
-/// One progress line on stderr at most once a second.
-class Progress {
+/// Progress lines on stderr: one when a phase starts, then at most one a second — from every
+/// branch-and-bound round and, as the Heartbeat of the bounding passes' checkpoints, from inside
+/// a long CROWN or α-CROWN pass — so that a run prints at least every few seconds whatever it is
+/// doing. Each line: the phase, seconds since the deadline's start, the round, domains bounded
+/// and in the queue and the worst bound (once a branch and bound has started), and the peak
+/// resident memory.
+class Progress final : public Heartbeat {
  public:
   Progress(bool enabled, const Deadline& deadline) : enabled_(enabled), deadline_(deadline) {}
-  void report(const char* what, int64_t domains_left, double worst, int64_t rounds);
+  /// A new phase ("attack", "root alpha-CROWN", "bab (relu splits)"): printed at once.
+  void start(std::string phase);
+  /// The state of a branch and bound before a round; printed when a second has passed.
+  void report(int64_t rounds, int64_t bounded, int64_t queued, double worst);
+  /// From a checkpoint: prints when a second has passed.
+  void beat() override;
+  [[nodiscard]] const std::string& phase() const { return phase_; }
 
  private:
+  void print();
+
   bool enabled_;
-  const Deadline& deadline_;
+  Deadline deadline_;
+  std::string phase_;
+  int64_t rounds_ = -1;  // -1: no branch and bound in this phase
+  int64_t bounded_ = 0;
+  int64_t queued_ = 0;
+  double worst_ = 0;
   double last_ = -1.0;
 };
 

@@ -55,8 +55,17 @@ struct VerifyResult {
   double seconds = 0;
 };
 
+/// Decides within options.timeout_s seconds from now.
 VerifyResult verify(const BoundGraph& g, const io::VnnlibProperty& property,
                     const VerifyOptions& options);
+
+/// Decides by `deadline` (options.timeout_s is not read): every phase stops at it (the attack
+/// between steps, CROWN and α-CROWN between nodes and iterations, branch and bound between
+/// rounds and inside their passes) and the answer is then `timeout`; a sat or unsat reached
+/// only after it is reported as `timeout` too. Progress lines (options.bab.progress) on stderr:
+/// one per phase, then at most one a second.
+VerifyResult verify(const BoundGraph& g, const io::VnnlibProperty& property,
+                    const VerifyOptions& options, const Deadline& deadline);
 
 /// The VNN-COMP result text: the verdict line, and for sat the counterexample
 /// "((X_0 v)\n (X_1 v)\n ... (Y_0 v)...)".

@@ -50,6 +50,8 @@ class BoundGraph {
 
   /// Concrete forward pass; x is [batch, *input_shape]. Returns the output [batch, *output_shape].
   [[nodiscard]] at::Tensor forward(const at::Tensor& x) const;
+  /// The forward values of every node ([batch, *shape] each, index = node) for input x.
+  [[nodiscard]] std::vector<at::Tensor> forward_values(const at::Tensor& x) const;
 
   /// Casts every parameter (float32 <-> float64).
   void to_dtype(at::ScalarType dtype);

@@ -63,6 +63,11 @@ struct OpTraits {
   /// initial_relaxation_params() gives CROWN's choice, project_relaxation_params() keeps them
   /// sound and backward_relaxed() applies RelaxParams.
   bool relaxation_params = false;
+  /// The relaxation takes a reference point: backward() receives, after the input bounds, one
+  /// entry per input holding its forward values at the centre of the input box (lower == upper,
+  /// [batch, *in_shape]). Softmax's shift takes the maximum there, as auto_LiRPA's
+  /// fixed_reducemax_index takes it from the forward pass.
+  bool needs_centre_values = false;
   /// Branch and bound may split the node's input neurons at zero (x ≤ 0 | x ≥ 0), which makes
   /// the node exact on each side (ReLU). β multipliers enter through backward_relaxed().
   bool splittable = false;
@@ -84,7 +89,7 @@ class BoundNode {
   [[nodiscard]] virtual at::Tensor forward(std::span<const at::Tensor> x) const = 0;
   [[nodiscard]] virtual Interval ibp(std::span<const Interval* const> x) const = 0;
   /// `bounds` holds the intervals of the inputs when needs_input_bounds(), else may be null
-  /// entries.
+  /// entries; with traits().needs_centre_values the inputs' centre values follow (OpTraits).
   [[nodiscard]] virtual std::vector<BoundA> backward(const BoundA& a,
                                                      std::span<const Interval* const> bounds,
                                                      BiasPair& bias) const = 0;

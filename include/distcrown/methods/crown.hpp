@@ -71,6 +71,9 @@ class CrownEngine {
  private:
   /// Row indices live on the device of the bounds (they index device tensors).
   [[nodiscard]] at::TensorOptions index_options() const;
+  /// Forward values of every node at the centre of the box, as point intervals, computed on
+  /// first use (for nodes with OpTraits::needs_centre_values).
+  const std::vector<Interval>& centre_values();
   Interval refine(int i, const Interval& reference);
   /// refine() for a tensor-parallel node (methods/crown_tp.cpp): the rows are chosen over every
   /// rank's neurons, bounded together by all ranks, and each rank keeps its own.
@@ -92,6 +95,7 @@ class CrownEngine {
   std::vector<std::optional<Interval>> bounds_;
   std::vector<std::optional<Interval>> reference_;
   RelaxationHook* hook_ = nullptr;
+  std::vector<Interval> centre_;  // centre_values(), empty until needed
 };
 
 }  // namespace distcrown

@@ -5,6 +5,8 @@
 #include <string_view>
 #include <utility>
 
+#include "distcrown/util/deadline.hpp"
+
 namespace distcrown {
 
 enum class Method { kIbp, kCrown, kAlphaCrown };
@@ -80,6 +82,9 @@ struct BoundOptions {
   ShardedIntermediate sharded_intermediate = ShardedIntermediate::kCrown;
   /// Representation of A in passes that start on convolutional feature maps.
   ConvMode conv_mode = ConvMode::kMatrix;
+  /// Called between the nodes of every CROWN pass (intermediate bounds and backward steps) and
+  /// between α-CROWN iterations: past its deadline it throws DeadlineReached (default: none).
+  Checkpoint checkpoint;
 };
 
 /// Thin wrappers over parse_enum / enum_name (util/enum_names.hpp).

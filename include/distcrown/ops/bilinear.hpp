@@ -5,6 +5,8 @@
 // (operators/bivariate.py, MulHelper):
 //   lower  x·y ≥ y_l·x + x_l·y − x_l·y_l     ((x − x_l)(y − y_l) ≥ 0)
 //   upper  x·y ≤ y_u·x + x_l·y − x_l·y_u     ((x − x_l)(y − y_u) ≤ 0)
+// α-CROWN mixes each side's two McCormick planes per product term (r ∈ [0, 1], auto_LiRPA's
+// interpolated relaxation; r = 1 gives the planes above).
 // IBP takes the min and max of the four corner products (summed over the contracted dim for
 // MatMul).
 #include "distcrown/graph/bound_node.hpp"

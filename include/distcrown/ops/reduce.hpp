@@ -1,6 +1,6 @@
 #pragma once
 // ReduceSum and ReduceMean over non-batch axes of a bounded tensor: linear maps with nonnegative
-// coefficients that mix elements. IBP in centre/radius form (centre f(mid), radius f(rad)); the
+// coefficients that mix elements. IBP reduces each side (monotone); the
 // CROWN step broadcasts A back over the reduced axes (divided by their size for the mean).
 #include <cstdint>
 #include <vector>
