@@ -3,7 +3,7 @@
 // a fixed seed), with and without --crown-batch-size. Prints one table.
 //
 //   build/bin/bench_bounds [--fixtures DIR] [--repeat R] [--chunk N] [--only fixtures|wide|ops]
-//                          [--ops-case NAME ...]
+//                          [--ops-case NAME ...] [--conv-mode matrix|patches]
 // --only ops measures the refs/ops cases named by --ops-case (networks beyond ReLU) alone.
 //
 // Memory is live tensor bytes (counting allocator): baseline after loading, peak during bounding.
@@ -26,6 +26,7 @@
 #include "distcrown/io/synthetic.hpp"
 #include "distcrown/methods/compute_bounds.hpp"
 #include "distcrown/methods/crown.hpp"
+#include "distcrown/util/enum_names.hpp"
 #include "distcrown/util/error.hpp"
 #include "distcrown/util/memory.hpp"
 
@@ -49,9 +50,10 @@ double median(std::vector<double> v) {
 }
 
 Row measure(const std::string& name, const BoundGraph& g, const InputBox& box, Method method,
-            int64_t chunk, int repeat, double ref_peak_mb) {
+            int64_t chunk, int repeat, double ref_peak_mb, ConvMode mode = ConvMode::kMatrix) {
   BoundOptions opt;
   opt.crown_batch_size = chunk;
+  opt.conv_mode = mode;
   std::vector<double> times;
   int64_t peak = 0;
   const int64_t baseline = memory::live_bytes();
@@ -94,7 +96,7 @@ double max_relative_deviation(const Interval& b, const nlohmann::json& ref) {
 // Every reference case: our time (median of `repeat`) against auto_LiRPA's compute_bounds time
 // recorded with the reference (same kind of 2-core machine, 1 thread), agreement, and memory.
 void print_fixture_table(const std::string& fixtures, int repeat,
-                         const std::vector<std::filesystem::path>& files) {
+                         const std::vector<std::filesystem::path>& files, ConvMode mode) {
   namespace fs = std::filesystem;
   std::printf("| %-26s | %-5s | %9s | %13s | %7s | %13s | %9s |\n", "case", "method", "median s",
               "auto_LiRPA s", "speedup", "max rel. dev.", "peak MB");
@@ -123,8 +125,10 @@ void print_fixture_table(const std::string& fixtures, int repeat,
       Row r{};
       Interval b;
       try {
-        r = measure(f.stem().string(), g, box, m, 0, repeat, 0);
-        b = compute_bounds(g, box, m);
+        r = measure(f.stem().string(), g, box, m, 0, repeat, 0, mode);
+        BoundOptions opt;
+        opt.conv_mode = mode;
+        b = compute_bounds(g, box, m, opt);
       } catch (const NumericError& e) {  // the ViT's IBP: exp overflows, as auto_LiRPA's fails
         std::printf("| %-26s | %-5s | %s\n", f.stem().string().c_str(), key.c_str(), e.what());
         continue;
@@ -161,8 +165,11 @@ int main(int argc, char** argv) {
   app.add_option("--only", only, "fixtures, wide or ops");
   app.add_option("--ops-case", ops_cases, "a case of refs/ops (with --only ops)");
   app.add_option("--threads", threads, "torch intra-op threads");
+  std::string conv_mode = "matrix";
+  app.add_option("--conv-mode", conv_mode, "matrix or patches (fixtures and ops tables)");
   CLI11_PARSE(app, argc, argv);
   at::set_num_threads(threads);
+  const auto mode = parse_enum<ConvMode>(conv_mode, "conv mode");
 
   namespace fs = std::filesystem;
   if (only.empty() || only == "fixtures") {
@@ -174,7 +181,7 @@ int main(int argc, char** argv) {
         if (e.path().extension() == ".json") files.push_back(e.path());
       }
       std::sort(files.begin(), files.end());
-      print_fixture_table(fixtures, repeat, files);
+      print_fixture_table(fixtures, repeat, files, mode);
     }
   }
   if (only == "ops") {
@@ -183,7 +190,7 @@ int main(int argc, char** argv) {
     for (const std::string& name : ops_cases) {
       files.push_back(fs::path(fixtures) / "refs" / "ops" / (name + ".json"));
     }
-    print_fixture_table(fixtures, repeat, files);
+    print_fixture_table(fixtures, repeat, files, mode);
   }
   if (only.empty() || only == "wide") {
     std::printf("\n| %-28s | %-5s | %6s | %9s | %11s | %9s | %-18s |\n", "model", "method", "chunk",

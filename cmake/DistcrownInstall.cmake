@@ -22,6 +22,7 @@ set(DISTCROWN_PUBLIC_HEADERS
   include/distcrown/collective/autograd.hpp
   include/distcrown/collective/mpi.hpp
   include/distcrown/bounds/interval.hpp
+  include/distcrown/bounds/patches.hpp
   include/distcrown/graph/param.hpp
   include/distcrown/graph/bound_node.hpp
   include/distcrown/graph/bound_graph.hpp

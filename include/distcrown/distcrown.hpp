@@ -5,6 +5,7 @@
 // distcrown::mpi. examples/bound_model.cpp and examples/verify_property.cpp show the two jobs.
 #include "distcrown/bab/verifier.hpp"
 #include "distcrown/bounds/interval.hpp"
+#include "distcrown/bounds/patches.hpp"
 #include "distcrown/collective/agreement.hpp"
 #include "distcrown/collective/autograd.hpp"
 #include "distcrown/collective/communicator.hpp"

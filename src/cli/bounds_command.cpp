@@ -57,7 +57,8 @@ Loaded load(const RunOptions& a) {
   std::string options;
   for (std::string_view v :
        {enum_name(a.method), enum_name(a.dtype), enum_name(a.intermediate), enum_name(a.shard),
-        enum_name(a.device), std::string_view(a.spec_parallel ? "spec" : "nospec")}) {
+        enum_name(a.device), std::string_view(a.spec_parallel ? "spec" : "nospec"),
+        enum_name(a.bound.conv_mode)}) {
     options += std::string(v) + "|";
   }
   options += std::to_string(a.bound.crown_batch_size) + "|" + std::to_string(a.alpha.iterations) +

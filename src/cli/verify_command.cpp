@@ -219,6 +219,7 @@ int run_verify(const RunOptions& a) {
   o.bab.root_lr = a.alpha.lr;
   o.bab.progress = !a.quiet;
   o.bound.crown_batch_size = a.bound.crown_batch_size;
+  o.bound.conv_mode = a.bound.conv_mode;
   // Input splitting bounds many small boxes of a small network: CROWN on every neuron
   // (intersected with IBP) costs little there and tightens every box.
   const bool tight = a.intermediate == Intermediate::kTight ||

@@ -10,6 +10,12 @@
 
 namespace distcrown {
 
+std::vector<PatchesA> BoundNode::backward_patches(const PatchesA& /*a*/,
+                                                  std::span<const Interval* const> /*bounds*/,
+                                                  BiasPair& /*bias*/) const {
+  throw Error("internal: " + op_type() + " has no patches backward");
+}
+
 at::Tensor BoundNode::initial_relaxation_params(const Interval& /*in*/) const {
   throw Error("internal: operator " + op_type() + " has no optimisable relaxation parameters");
 }

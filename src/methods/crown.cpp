@@ -132,6 +132,7 @@ Interval CrownEngine::refine(int i, const Interval& reference) {
 }
 
 Interval CrownEngine::neuron_rows(int start, const at::Tensor& rows) {
+  if (uses_patches(start)) return patches_rows(start, rows);
   const auto& shape = g_.node(start).shape;
   const int64_t n = g_.node_numel(start);
   const int64_t B = box_.lower.size(0);

@@ -15,6 +15,7 @@ class BoundAddSub final : public BoundNode {
  public:
   explicit BoundAddSub(bool subtract) : subtract_(subtract) {}
   std::string op_type() const override { return subtract_ ? "Sub" : "Add"; }
+  OpTraits traits() const override { return {.patches = true}; }
 
   at::Tensor forward(std::span<const at::Tensor> x) const override {
     TORCH_CHECK(x[0].dim() == x[1].dim(), op_type(), " of two variable tensors needs equal ",
@@ -43,6 +44,12 @@ class BoundAddSub final : public BoundNode {
             map_sides(
                 a, bias, [&](const at::Tensor& A) { return to_input(A, 1) * sign; }, no_bias)};
   }
+  std::vector<PatchesA> backward_patches(const PatchesA& a,
+                                         std::span<const Interval* const> /*bounds*/,
+                                         BiasPair& /*bias*/) const override {
+    if (!subtract_) return {a, a};
+    return {a, map_patch_sides(a, [](const at::Tensor& A) { return -A; })};
+  }
 
  private:
   bool subtract_;
@@ -52,7 +59,9 @@ class BoundAddConst final : public BoundNode {
  public:
   explicit BoundAddConst(ParamPtr c) : c_(std::move(c)) {}
   std::string op_type() const override { return "Add"; }
-  OpTraits traits() const override { return {.affine = true, .elementwise = true}; }
+  OpTraits traits() const override {
+    return {.affine = true, .elementwise = true, .patches = true};
+  }
   std::vector<ParamPtr*> params() override { return {&c_}; }
   double known_floor(std::span<const double> in) const override {
     return in[0] + c_->get().min().item<double>();  // NaN stays NaN
@@ -74,6 +83,15 @@ class BoundAddConst final : public BoundNode {
     return {map_sides(
         a, bias, [](const at::Tensor& A) { return A; },
         [&](const at::Tensor& A) { return contract(A, c); })};
+  }
+  // The constant read at each row's window [R, 1, C, kh, kw] enters the bias.
+  std::vector<PatchesA> backward_patches(const PatchesA& a,
+                                         std::span<const Interval* const> /*bounds*/,
+                                         BiasPair& bias) const override {
+    const at::Tensor c = unfold_windows(c_->get().expand(input_shape(0)), a);
+    if (a.lA.defined()) accumulate(bias.lower, window_dot(a.lA, c));
+    if (a.uA.defined()) accumulate(bias.upper, window_dot(a.uA, c));
+    return {a};
   }
 
  private:

@@ -12,7 +12,31 @@ class BoundBatchNorm final : public AffineOp {
  public:
   using AffineOp::AffineOp;
   std::string op_type() const override { return "BatchNormalization"; }
-  OpTraits traits() const override { return {.affine = true, .elementwise = true}; }
+  OpTraits traits() const override {
+    return {.affine = true, .elementwise = true, .patches = true};
+  }
+
+  // Patches [R, B, C, kh, kw]: the per-channel scale and shift read at each row's window (zero
+  // outside the node, which masks the window).
+  std::vector<PatchesA> backward_patches(const PatchesA& a,
+                                         std::span<const Interval* const> /*bounds*/,
+                                         BiasPair& bias_acc) const override {
+    const auto& in = input_shape(0);  // [1, C, H, W]
+    const at::Tensor w = unfold_windows(weight().expand(in), a);
+    const at::Tensor b = bias();
+    const at::Tensor shift = b.defined() ? unfold_windows(b.expand(in), a) : at::Tensor();
+    const auto side = [&](const at::Tensor& A, at::Tensor& acc) {
+      if (shift.defined()) accumulate(acc, window_dot(A, shift));
+      return A * w;
+    };
+    if (a.lA.defined() && a.lA.is_same(a.uA)) {
+      at::Tensor m = side(a.lA, bias_acc.lower);
+      if (shift.defined()) accumulate(bias_acc.upper, window_dot(a.lA, shift));
+      return {a.with(m, m)};
+    }
+    return {a.with(a.lA.defined() ? side(a.lA, bias_acc.lower) : at::Tensor(),
+                   a.uA.defined() ? side(a.uA, bias_acc.upper) : at::Tensor())};
+  }
 
   at::Tensor forward(std::span<const at::Tensor> x) const override {
     const int64_t channels = weight_numel();

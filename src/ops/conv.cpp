@@ -13,7 +13,49 @@ class BoundConv2d final : public AffineOp {
   BoundConv2d(ParamPtr w, ParamPtr b, Conv2dOptions o)
       : AffineOp(std::move(w), std::move(b)), o_(o) {}
   std::string op_type() const override { return "Conv"; }
-  OpTraits traits() const override { return {.affine = true, .mixes_elements = true}; }
+  OpTraits traits() const override {
+    return {.affine = true, .mixes_elements = true, .patches = true};
+  }
+
+  // Patches on the output, windows [R, B, C_out, kh, kw], become patches on the input: each window
+  // (masked to the output, whose outside is the next layer's zero padding) goes through the
+  // transposed convolution, giving [R, B, C_in, (kh−1)·s + d·(k−1) + 1, ...]; the window anchor
+  // moves to stride·s and padding·s + p.
+  std::vector<PatchesA> backward_patches(const PatchesA& a,
+                                         std::span<const Interval* const> /*bounds*/,
+                                         BiasPair& bias_acc) const override {
+    const at::Tensor w = weight();
+    const at::Tensor b = bias();
+    const auto& out_shape = output_shape();  // [1, C_out, H_out, W_out]
+    const at::Tensor mask = window_mask(a, out_shape[2], out_shape[3], a.any().options());
+    PatchesA res = a;
+    for (size_t k = 0; k < 2; ++k) {
+      res.stride[k] = a.stride[k] * o_.stride[k];
+      res.padding[k] = a.padding[k] * o_.stride[k] + o_.padding[k];
+    }
+    const auto side = [&](const at::Tensor& A, std::initializer_list<at::Tensor*> biases) {
+      const at::Tensor masked = A * mask;
+      if (b.defined()) {
+        const at::Tensor term = at::matmul(masked.sum({3, 4}), b);  // [R, B]
+        for (at::Tensor* acc : biases) accumulate(*acc, term);
+      }
+      const int64_t R = A.size(0);
+      const int64_t B = A.size(1);
+      const at::Tensor flat = masked.reshape({R * B, A.size(2), A.size(3), A.size(4)});
+      const at::Tensor t =
+          at::conv_transpose2d(flat, w, {}, o_.stride, {0, 0}, {0, 0}, 1, o_.dilation);
+      return t.reshape({R, B, t.size(1), t.size(2), t.size(3)});
+    };
+    if (a.lA.defined() && a.lA.is_same(a.uA)) {
+      at::Tensor m = side(a.lA, {&bias_acc.lower, &bias_acc.upper});
+      res.lA = m;
+      res.uA = m;
+      return {res};
+    }
+    res.lA = a.lA.defined() ? side(a.lA, {&bias_acc.lower}) : at::Tensor();
+    res.uA = a.uA.defined() ? side(a.uA, {&bias_acc.upper}) : at::Tensor();
+    return {res};
+  }
 
   at::Tensor forward(std::span<const at::Tensor> x) const override {
     TORCH_CHECK(x[0].dim() == 4, "Conv expects a 4-D input [batch, C, H, W], got ", x[0].dim(),

@@ -22,15 +22,18 @@ namespace {
 // A [S, B, *shape] -> pos·d_pos + neg·d_neg; the intercept b_u enters the bias through the
 // coefficients that take the upper line (negative ones for the lower bound, positive for the
 // upper).
+// `dot` (contract or window_dot) sums a coefficient tensor times upper_b per row: [S, B].
+template <class Dot = at::Tensor (*)(const at::Tensor&, const at::Tensor&)>
 at::Tensor relax_side(const at::Tensor& A, const at::Tensor& d_pos, const at::Tensor& d_neg,
-                      const at::Tensor& upper_b, at::Tensor& bias, bool upper_side) {
+                      const at::Tensor& upper_b, at::Tensor& bias, bool upper_side,
+                      Dot dot = contract) {
   at::Tensor pos = A.clamp_min(0);
   // A − pos rather than clamp_max: autograd then treats A == 0 as positive only (clamp's gradient
   // passes at the boundary on both sides, giving d_pos + d_neg there). auto_LiRPA's
   // ClampedMultiplication uses this convention; the values are the same, and α-CROWN's
   // optimisation path on convolutional nets (many exact zeros in A) follows auto_LiRPA's.
   at::Tensor neg = A - pos;
-  accumulate(bias, contract(upper_side ? pos : neg, upper_b));
+  accumulate(bias, dot(upper_side ? pos : neg, upper_b));
   if (at::GradMode::is_enabled()) return pos * d_pos + neg * d_neg;  // autograd: no in-place
   pos.mul_(d_pos);
   neg.mul_(d_neg);
@@ -53,7 +56,26 @@ class BoundRelu final : public BoundNode {
     return {.elementwise = true,
             .needs_input_bounds = true,
             .relaxation_params = true,
-            .splittable = true};
+            .splittable = true,
+            .patches = true};
+  }
+
+  // Patches [R, B, C, kh, kw]: the relaxation read at each row's window (auto_LiRPA unfolds it
+  // the same way); zero slopes outside the node mask the window.
+  std::vector<PatchesA> backward_patches(const PatchesA& a, std::span<const Interval* const> bounds,
+                                         BiasPair& bias) const override {
+    const ReluRelaxation r = relu_relaxation(*bounds[0]);
+    const at::Tensor lower_d = unfold_windows(r.lower_d, a);
+    const at::Tensor upper_d = unfold_windows(r.upper_d, a);
+    const at::Tensor upper_b = unfold_windows(r.upper_b, a);
+    PatchesA out = a.with({}, {});
+    if (a.lA.defined()) {
+      out.lA = relax_side(a.lA, lower_d, upper_d, upper_b, bias.lower, false, window_dot);
+    }
+    if (a.uA.defined()) {
+      out.uA = relax_side(a.uA, upper_d, lower_d, upper_b, bias.upper, true, window_dot);
+    }
+    return {out};
   }
 
   at::Tensor forward(std::span<const at::Tensor> x) const override { return at::relu(x[0]); }

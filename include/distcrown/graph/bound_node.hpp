@@ -17,6 +17,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "distcrown/bounds/interval.hpp"
+#include "distcrown/bounds/patches.hpp"
 #include "distcrown/graph/param.hpp"
 
 namespace distcrown {
@@ -71,6 +72,9 @@ struct OpTraits {
   /// Branch and bound may split the node's input neurons at zero (x ≤ 0 | x ≥ 0), which makes
   /// the node exact on each side (ReLU). β multipliers enter through backward_relaxed().
   bool splittable = false;
+  /// backward_patches() maps an A in patches form (bounds/patches.hpp) on the output to patches
+  /// on every input (CROWN's conv_mode patches). Nodes without it get a dense A.
+  bool patches = false;
 };
 
 class BoundNode {
@@ -116,6 +120,10 @@ class BoundNode {
       const RelaxParams& /*params*/) const {
     return backward(a, bounds, bias);
   }
+  /// backward() for an A in patches form on a [C, H, W] output (traits().patches); the default
+  /// throws (the method converts to dense for nodes without the trait).
+  [[nodiscard]] virtual std::vector<PatchesA> backward_patches(
+      const PatchesA& a, std::span<const Interval* const> bounds, BiasPair& bias) const;
   [[nodiscard]] bool is_affine() const { return traits().affine; }
   [[nodiscard]] bool mixes_elements() const { return traits().mixes_elements; }
   /// Non-null when the output is this rank's slice of a tensor-parallel layer (BoundLinearTPCol);

@@ -79,6 +79,12 @@ class CrownEngine {
   /// rank's neurons, bounded together by all ranks, and each rank keeps its own.
   Interval refine_sharded(int i, const Interval& reference, const OutputShard& shard);
   Interval neuron_rows(int start, const at::Tensor& rows);
+  /// Whether neuron rows of `start` are bounded with patches A (methods/crown_patches.cpp).
+  [[nodiscard]] bool uses_patches(int start) const;
+  /// neuron_rows() with patches A, chunked as bound_rows() chunks (one rank).
+  Interval patches_rows(int start, const at::Tensor& rows);
+  /// backward_from() for a patches A on `start`: patches while the nodes take them, dense after.
+  Interval backward_from_patches(int start, PatchesA a);
   Interval chunked(int start, const at::Tensor& idx, const RowMaker& make_rows,
                    const at::Tensor& row_ids, Sides sides);
 

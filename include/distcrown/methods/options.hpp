@@ -50,6 +50,22 @@ enum class ShardedIntermediate {
   kCrown,
 };
 
+/// How CROWN represents the A matrices of passes that start on a [C, H, W] node.
+enum class ConvMode {
+  /// Dense [rows, batch, *shape] everywhere.
+  kMatrix,
+  /// auto_LiRPA's patches (bounds/patches.hpp) while the pass goes through operators that take
+  /// them (Conv, ReLU, BatchNorm, Add/Sub), dense from the first one that does not. Only for
+  /// passes without optimised relaxations (no α/β hook) and without spec-parallel splitting;
+  /// those stay dense.
+  kPatches,
+};
+
+constexpr auto enum_table(ConvMode) {
+  using P = std::pair<ConvMode, std::string_view>;
+  return std::array{P{ConvMode::kMatrix, "matrix"}, P{ConvMode::kPatches, "patches"}};
+}
+
 struct BoundOptions {
   IntermediateScheme scheme = IntermediateScheme::kAutoLirpa;
   /// Bound at most this many intermediate neurons (rows of A) per backward pass; 0 = all at once.
@@ -64,6 +80,8 @@ struct BoundOptions {
   bool align_rows = true;
   /// Bounds of neurons inside tensor-parallel zones.
   ShardedIntermediate sharded_intermediate = ShardedIntermediate::kCrown;
+  /// Representation of A in passes that start on convolutional feature maps.
+  ConvMode conv_mode = ConvMode::kMatrix;
   /// Called between the nodes of every CROWN pass (intermediate bounds and backward steps) and
   /// between α-CROWN iterations: past its deadline it throws DeadlineReached (default: none).
   Checkpoint checkpoint;

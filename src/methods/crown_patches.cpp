@@ -1,0 +1,168 @@
+// CROWN passes with patches A (ConvMode::kPatches, bounds/patches.hpp): intermediate bounds of a
+// [C, H, W] node start as 1×1 windows, travel as patches through the nodes that take them
+// (OpTraits::patches) and turn dense at the first node that does not, or where the dense A is no
+// larger (a window covering the whole node). The input box is concretized from patches directly.
+#include <map>
+#include <optional>
+
+#include <ATen/ATen.h>
+
+#include "distcrown/methods/crown.hpp"
+#include "distcrown/util/error.hpp"
+
+namespace distcrown {
+namespace {
+
+// An A waiting at a node: patches, or dense once it has left them.
+struct PendingA {
+  std::optional<PatchesA> patches;
+  BoundA dense;
+};
+
+BoundA dense_of(const PatchesA& p, const std::vector<int64_t>& shape) {
+  return to_dense(p, shape.at(2), shape.at(3));
+}
+
+void add_dense(BoundA& a, const BoundA& b) {
+  if (a.lA.defined() && a.lA.is_same(a.uA) && b.lA.defined() && b.lA.is_same(b.uA)) {
+    a.lA = a.lA + b.lA;
+    a.uA = a.lA;
+    return;
+  }
+  accumulate(a.lA, b.lA);
+  accumulate(a.uA, b.uA);
+}
+
+// Adds `in` into `slot` (A reaching one node along several paths, e.g. a residual Add): patches
+// with the same stride stay patches, anything else is added dense.
+void merge(PendingA& slot, PendingA in, const std::vector<int64_t>& shape) {
+  if (slot.patches && in.patches) {
+    if (auto sum = add_patches(*slot.patches, *in.patches)) {
+      slot.patches = std::move(sum);
+      return;
+    }
+  }
+  if (slot.patches) {
+    slot.dense = dense_of(*slot.patches, shape);
+    slot.patches.reset();
+  }
+  if (in.patches) in.dense = dense_of(*in.patches, shape);
+  add_dense(slot.dense, in.dense);
+}
+
+// Rows padded to a multiple of 8 by repeating the last (as bound_rows' passes, crown.cpp).
+at::Tensor pad_to_eight(const at::Tensor& idx) {
+  const int64_t k = idx.numel();
+  const int64_t padded = (k + 7) / 8 * 8;
+  if (padded == k) return idx;
+  return at::cat({idx, idx[k - 1].expand({padded - k})});
+}
+
+}  // namespace
+
+bool CrownEngine::uses_patches(int start) const {
+  if (opt_.conv_mode != ConvMode::kPatches || hook_ != nullptr) return false;
+  if (spec_comm_ && spec_comm_->size() > 1) return false;
+  return g_.node(start).shape.size() == 4 && g_.node(start).op->traits().patches;
+}
+
+Interval CrownEngine::patches_rows(int start, const at::Tensor& rows) {
+  const auto& shape = g_.node(start).shape;  // [1, C, H, W]
+  const int64_t B = box_.lower.size(0);
+  const int64_t k = rows.numel();
+  const int64_t chunk = opt_.crown_batch_size > 0 ? opt_.crown_batch_size : std::max<int64_t>(k, 1);
+  std::vector<at::Tensor> lower;
+  std::vector<at::Tensor> upper;
+  for (int64_t s = 0; s < k; s += chunk) {
+    const int64_t n = std::min(k, s + chunk) - s;
+    const at::Tensor slice = rows.slice(0, s, s + n);
+    const at::Tensor pass = opt_.align_rows ? pad_to_eight(slice) : slice;
+    PatchesA a = identity_patches(pass, shape[1], shape[2], shape[3], B, box_.lower.options());
+    const Interval part = backward_from_patches(start, std::move(a));  // [B, rows padded]
+    lower.push_back(part.lower.slice(1, 0, n));
+    upper.push_back(part.upper.slice(1, 0, n));
+  }
+  if (lower.size() == 1) return {lower.front(), upper.front()};
+  return {at::cat(lower, 1), at::cat(upper, 1)};
+}
+
+Interval CrownEngine::backward_from_patches(int start, PatchesA a) {
+  std::map<int, PendingA> pending;
+  pending[start].patches = std::move(a);
+  BiasPair bias;
+  std::vector<const Interval*> in_bounds;
+  for (int i = start; i >= 1; --i) {
+    auto it = pending.find(i);
+    if (it == pending.end()) continue;
+    opt_.checkpoint();  // may throw DeadlineReached; the pass's A matrices are freed
+    PendingA here = std::move(it->second);
+    pending.erase(it);
+    const GraphNode& node = g_.node(i);
+    in_bounds.clear();
+    for (int p : node.inputs) {
+      const auto& b = bounds_[size_t(p)];
+      if (node.op->needs_input_bounds() && !b) {
+        throw Error("internal: bounds of node '" + g_.node(p).name + "' needed before computed");
+      }
+      in_bounds.push_back(b ? &*b : nullptr);
+    }
+    // As backward_from(): the forward values at the box centre follow the input bounds.
+    if (node.op->traits().needs_centre_values) {
+      const std::vector<Interval>& centre = centre_values();
+      for (int p : node.inputs) in_bounds.push_back(&centre[size_t(p)]);
+    }
+    if (here.patches && !node.op->traits().patches) {
+      here.dense = dense_of(*here.patches, node.shape);
+      here.patches.reset();
+    }
+    std::vector<PendingA> outs;
+    if (here.patches) {
+      for (PatchesA& p : node.op->backward_patches(*here.patches, in_bounds, bias)) {
+        PendingA out;
+        out.patches = std::move(p);
+        outs.push_back(std::move(out));
+      }
+    } else {
+      for (BoundA& d : node.op->backward(here.dense, in_bounds, bias)) {
+        PendingA out;
+        out.dense = std::move(d);
+        outs.push_back(std::move(out));
+      }
+    }
+    here = {};  // the node's A is no longer needed
+    for (size_t j = 0; j < node.inputs.size(); ++j) {
+      const int p = node.inputs[j];
+      const auto& in_shape = g_.node(p).shape;
+      PendingA& out = outs[j];
+      // Patches on a node that is not a feature map, or whose windows cover it: dense.
+      if (out.patches) {
+        if (in_shape.size() != 4) {
+          throw Error("internal: patches reached node '" + g_.node(p).name +
+                      "', which is not [C, H, W]");
+        }
+        const auto kernel = out.patches->kernel();
+        if (kernel[0] * kernel[1] >= in_shape[2] * in_shape[3]) {
+          out.dense = dense_of(*out.patches, in_shape);
+          out.patches.reset();
+        }
+      }
+      // try_emplace leaves `out` alone when the node already has an A.
+      auto [slot, inserted] = pending.try_emplace(p, std::move(out));
+      if (!inserted) merge(slot->second, std::move(out), in_shape);
+    }
+  }
+  const auto it = pending.find(0);
+  if (it == pending.end()) throw Error("internal: backward pass did not reach the input");
+  const PendingA& at_input = it->second;
+  const at::Tensor& any =
+      at_input.patches ? at_input.patches->any()
+                       : (at_input.dense.lA.defined() ? at_input.dense.lA : at_input.dense.uA);
+  const int64_t rows = any.size(0);
+  const int64_t B = box_.lower.size(0);
+  if (!bias.lower.defined()) bias.lower = at::zeros({rows, B}, box_.lower.options());
+  if (!bias.upper.defined()) bias.upper = at::zeros({rows, B}, box_.lower.options());
+  if (at_input.patches) return concretize_patches(*at_input.patches, bias, box_);
+  return concretize(at_input.dense, bias, box_);
+}
+
+}  // namespace distcrown

@@ -1,0 +1,281 @@
+// Patches-mode CROWN (ConvMode::kPatches, bounds/patches.hpp): the representation against dense
+// A matrices, and every bound of a patches pass against the dense path to rounding
+// (≤ 1e-5·max(1, |b|)) on random CNNs (stride, padding, dilation, BatchNorm, residual Add/Sub,
+// windows that outgrow the feature map) and on the fixture CNN and ResNet; sampled soundness.
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <gtest/gtest.h>
+
+#include "distcrown/bounds/patches.hpp"
+#include "distcrown/io/onnx_loader.hpp"
+#include "distcrown/methods/compute_bounds.hpp"
+#include "distcrown/methods/crown.hpp"
+#include "distcrown/ops/add_sub.hpp"
+#include "fixtures.hpp"
+#include "random_net.hpp"
+#include "sampling.hpp"
+
+namespace distcrown {
+namespace {
+
+using testing::Net;
+using testing::Rng;
+
+// |got − want| ≤ 1e-5·max(1, |want|) everywhere, both defined.
+void expect_agree(const at::Tensor& got, const at::Tensor& want, const std::string& what) {
+  ASSERT_TRUE(got.defined() && want.defined()) << what;
+  ASSERT_EQ(got.sizes(), want.sizes()) << what;
+  const at::Tensor g = got.to(at::kDouble);
+  const at::Tensor w = want.to(at::kDouble);
+  const at::Tensor excess = (g - w).abs() - 1e-5 * w.abs().clamp_min(1.0);
+  EXPECT_LE(excess.max().item<double>(), 0.0)
+      << what << ": largest |patches - matrix| " << (g - w).abs().max().item<double>();
+}
+
+BoundOptions with_mode(ConvMode mode, BoundOptions o = {}) {
+  o.conv_mode = mode;
+  return o;
+}
+
+// Every intermediate bound and the output bounds of both modes agree; returns the patches bounds.
+Interval expect_modes_agree(const BoundGraph& g, const InputBox& box, BoundOptions o,
+                            const std::string& what) {
+  c10::NoGradGuard no_grad;
+  CrownEngine dense(g, box, with_mode(ConvMode::kMatrix, o));
+  CrownEngine patches(g, box, with_mode(ConvMode::kPatches, o));
+  dense.compute_intermediate_bounds();
+  patches.compute_intermediate_bounds();
+  for (int i = 1; i < g.size(); ++i) {
+    if (i == g.output()) continue;
+    expect_agree(patches.bounds(i).lower, dense.bounds(i).lower, what + " node " + g.node(i).name);
+    expect_agree(patches.bounds(i).upper, dense.bounds(i).upper, what + " node " + g.node(i).name);
+  }
+  const Interval want = dense.output_bounds();
+  Interval got = patches.output_bounds();
+  expect_agree(got.lower, want.lower, what + " output lower");
+  expect_agree(got.upper, want.upper, what + " output upper");
+  return got;
+}
+
+// Samples (corners and uniform points) of the box stay inside the bounds.
+void expect_sound(const BoundGraph& g, const InputBox& box, const Interval& b, Rng& rng) {
+  const int64_t n = 512;
+  std::vector<int64_t> shape(box.lower.sizes().begin(), box.lower.sizes().end());
+  shape[0] = n;
+  at::Tensor t = rng.uniform(shape);
+  t.slice(0, 0, n / 2).copy_((t.slice(0, 0, n / 2) < 0.5).to(at::kFloat));  // vertices
+  const at::Tensor x = box.lower + t * (box.upper - box.lower);
+  const at::Tensor y = testing::outputs(g, x, {});  // [n, out]
+  const double slack = 1e-5;
+  EXPECT_LE((b.lower[0] - y.amin(0)).max().item<double>(), slack);
+  EXPECT_LE((y.amax(0) - b.upper[0]).max().item<double>(), slack);
+}
+
+InputBox box_around(Rng& rng, const std::vector<int64_t>& shape, double eps) {
+  const at::Tensor c = rng.normal(shape);
+  return {c - eps, c + eps};
+}
+
+TEST(Patches, WindowsMatchDenseRows) {
+  // Patches with an arbitrary geometry against their dense form: contracting with x is the same,
+  // and identity patches are the one-hot rows.
+  Rng rng(1);
+  const int64_t C = 3;
+  const int64_t H = 7;
+  const int64_t W = 6;
+  const at::Tensor rows = at::arange(C * H * W);
+  PatchesA id = identity_patches(rows, C, H, W, 2, at::TensorOptions().dtype(at::kFloat));
+  const at::Tensor eye =
+      at::eye(C * H * W).reshape({C * H * W, 1, C, H, W}).expand({-1, 2, -1, -1, -1});
+  EXPECT_TRUE(at::equal(patches_to_dense(id.lA, id, H, W), eye));
+
+  PatchesA p = id;
+  p.stride = {2, 1};
+  p.padding = {3, 2};
+  p.lA = rng.normal({C * H * W, 2, 4, 9, 5});
+  p.uA = p.lA;
+  const int64_t Hn = 11;
+  const int64_t Wn = 8;
+  const at::Tensor dense = patches_to_dense(p.lA, p, Hn, Wn);  // [R, 2, 4, 11, 8]
+  const at::Tensor x = rng.normal({2, 4, Hn, Wn});
+  const at::Tensor via_windows = window_dot(p.lA, unfold_windows(x, p));
+  const at::Tensor via_dense = (dense * x.unsqueeze(0)).sum({2, 3, 4});
+  EXPECT_TRUE(at::allclose(via_windows, via_dense, 1e-4, 1e-5));
+  // Every coefficient of a window inside the node lands in the dense row.
+  const at::Tensor mask = window_mask(p, Hn, Wn, x.options());
+  EXPECT_TRUE(at::allclose((p.lA * mask).sum({2, 3, 4}), dense.sum({2, 3, 4}), 1e-4, 1e-4));
+}
+
+TEST(Patches, AddAlignsWindows) {
+  Rng rng(2);
+  const int64_t C = 2;
+  const int64_t H = 6;
+  const int64_t W = 6;
+  PatchesA base = identity_patches(at::arange(C * H * W), C, H, W, 1, {});
+  base.stride = {2, 2};
+  PatchesA a = base;
+  a.padding = {1, 1};
+  a.lA = rng.normal({C * H * W, 1, 3, 3, 3});
+  a.uA = rng.normal({C * H * W, 1, 3, 3, 3});
+  PatchesA b = base;
+  b.padding = {0, 2};
+  b.lA = rng.normal({C * H * W, 1, 3, 1, 5});
+  b.uA = rng.normal({C * H * W, 1, 3, 1, 5});
+  const auto sum = add_patches(a, b);
+  ASSERT_TRUE(sum.has_value());
+  const int64_t Hn = 13;
+  const int64_t Wn = 12;
+  for (int side = 0; side < 2; ++side) {
+    const auto pick = [&](const PatchesA& p) { return side == 0 ? p.lA : p.uA; };
+    const at::Tensor want =
+        patches_to_dense(pick(a), a, Hn, Wn) + patches_to_dense(pick(b), b, Hn, Wn);
+    EXPECT_TRUE(at::allclose(patches_to_dense(pick(*sum), *sum, Hn, Wn), want, 1e-6, 1e-6));
+  }
+  PatchesA other_stride = b;
+  other_stride.stride = {1, 2};
+  EXPECT_FALSE(add_patches(a, other_stride).has_value());
+}
+
+struct CnnCase {
+  const char* name;
+  std::vector<int64_t> input;  // [1, C, H, W]
+  // Builds the body on x; returns the last feature map (flattened into a Linear after it).
+  std::function<int(Net&, int)> body;
+};
+
+ops::Conv2dOptions conv_opts(int64_t s, int64_t p, int64_t d = 1) {
+  ops::Conv2dOptions o;
+  o.stride = {s, s};
+  o.padding = {p, p};
+  o.dilation = {d, d};
+  return o;
+}
+
+std::vector<CnnCase> cnn_cases() {
+  return {
+      {"stride_padding",
+       {1, 2, 9, 9},
+       [](Net& n, int x) {
+         x = n.relu(n.conv(x, 4, 3, conv_opts(2, 1)));
+         x = n.relu(n.conv(x, 5, 3, conv_opts(1, 1)));
+         return n.relu(n.conv(x, 3, 2, conv_opts(1, 0)));
+       }},
+      {"dilation_no_bias",
+       {1, 3, 10, 10},
+       [](Net& n, int x) {
+         x = n.relu(n.conv(x, 4, 3, conv_opts(1, 2, 2), false));
+         return n.relu(n.conv(x, 4, 3, conv_opts(2, 1)));
+       }},
+      {"batchnorm",
+       {1, 2, 8, 8},
+       [](Net& n, int x) {
+         x = n.relu(n.batchnorm(n.conv(x, 4, 3, conv_opts(1, 1))));
+         x = n.relu(n.batchnorm(n.conv(x, 4, 4, conv_opts(2, 1))));
+         return x;
+       }},
+      {"residual_add_sub",
+       {1, 3, 8, 8},
+       [](Net& n, int x) {
+         x = n.relu(n.conv(x, 4, 3, conv_opts(1, 1)));
+         const int y = n.relu(n.batchnorm(n.conv(x, 4, 3, conv_opts(1, 1))));
+         const int z = n.conv(y, 4, 3, conv_opts(1, 1));
+         x = n.relu(n.add(ops::make_add(), {z, x}));         // identity shortcut
+         const int down = n.conv(x, 6, 1, conv_opts(2, 0));  // strided 1×1 shortcut
+         const int main = n.conv(n.relu(n.conv(x, 6, 3, conv_opts(2, 1))), 6, 3, conv_opts(1, 1));
+         return n.relu(n.add(ops::make_sub(), {main, down}));
+       }},
+      {"windows_outgrow_map",
+       {1, 2, 5, 5},
+       [](Net& n, int x) {
+         for (int i = 0; i < 4; ++i) x = n.relu(n.conv(x, 3, 3, conv_opts(1, 1)));
+         return x;
+       }},
+  };
+}
+
+Interval check_case(const CnnCase& c, uint64_t seed, BoundOptions o, const std::string& tag) {
+  Rng rng(seed);
+  Net n(c.input, rng);
+  const int feat = c.body(n, n.input());
+  const int out = n.linear(n.relu(n.linear(n.flatten(feat), 12)), 4);
+  const BoundGraph g = n.finish(out);
+  const InputBox box = box_around(rng, c.input, 0.1);
+  Interval b = expect_modes_agree(g, box, o, std::string(c.name) + " " + tag);
+  expect_sound(g, box, b, rng);
+  return b;
+}
+
+TEST(Patches, RandomCnnsAgreeWithDense) {
+  for (const CnnCase& c : cnn_cases()) {
+    for (uint64_t seed : {11, 12}) {
+      check_case(c, seed, {}, "auto_lirpa seed " + std::to_string(seed));
+      BoundOptions tight;
+      tight.scheme = IntermediateScheme::kTight;
+      check_case(c, seed, tight, "tight seed " + std::to_string(seed));
+    }
+  }
+}
+
+TEST(Patches, ChunkedRowsGiveTheSameBits) {
+  // crown_batch_size splits a patches pass like a dense one; aligned rows make the bits equal.
+  for (const CnnCase& c : cnn_cases()) {
+    BoundOptions chunked;
+    chunked.crown_batch_size = 16;
+    const Interval a = check_case(c, 21, {}, "whole");
+    const Interval b = check_case(c, 21, chunked, "chunked");
+    EXPECT_TRUE(at::equal(a.lower, b.lower) && at::equal(a.upper, b.upper)) << c.name;
+  }
+}
+
+TEST(Patches, Float64AgreesWithDense) {
+  const CnnCase c = cnn_cases()[3];
+  Rng rng(31);
+  Net n(c.input, rng);
+  const int out = n.linear(n.flatten(c.body(n, n.input())), 3);
+  BoundGraph g = n.finish(out);
+  g.to_dtype(at::kDouble);
+  InputBox box = box_around(rng, c.input, 0.05);
+  box = {box.lower.to(at::kDouble), box.upper.to(at::kDouble)};
+  (void)expect_modes_agree(g, box, {}, "float64");
+}
+
+TEST(Patches, AlphaCrownKeepsTheDensePath) {
+  // Optimised relaxations ask for dense A: α-CROWN gives the same bits in both modes.
+  const CnnCase c = cnn_cases()[0];
+  Rng rng(41);
+  Net n(c.input, rng);
+  const int out = n.linear(n.flatten(c.body(n, n.input())), 3);
+  const BoundGraph g = n.finish(out);
+  const InputBox box = box_around(rng, c.input, 0.1);
+  const Interval d = compute_bounds(g, box, Method::kAlphaCrown, with_mode(ConvMode::kMatrix));
+  const Interval p = compute_bounds(g, box, Method::kAlphaCrown, with_mode(ConvMode::kPatches));
+  EXPECT_TRUE(at::equal(d.lower, p.lower) && at::equal(d.upper, p.upper));
+}
+
+class PatchesFixture : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PatchesFixture, CrownAgreesWithDenseAndReference) {
+  DISTCROWN_REQUIRE_FIXTURES();
+  const std::filesystem::path f = testing::fixtures_dir() / "refs" / (GetParam() + ".json");
+  const nlohmann::json ref = testing::read_json(f);
+  const BoundGraph g =
+      io::load_onnx((testing::fixtures_dir() / ref["model"].get<std::string>()).string());
+  const InputBox box = testing::reference_box(ref);
+  const Interval b = expect_modes_agree(g, box, {}, GetParam());
+  const auto lo = ref["crown"]["lower"].get<std::vector<double>>();
+  const auto hi = ref["crown"]["upper"].get<std::vector<double>>();
+  ASSERT_EQ(b.lower.numel(), int64_t(lo.size()));
+  for (size_t i = 0; i < lo.size(); ++i) {
+    EXPECT_NEAR(b.lower.reshape({-1})[int64_t(i)].item<double>(), lo[i],
+                std::max(1e-4 * std::abs(lo[i]), 1e-5));
+    EXPECT_NEAR(b.upper.reshape({-1})[int64_t(i)].item<double>(), hi[i],
+                std::max(1e-4 * std::abs(hi[i]), 1e-5));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, PatchesFixture,
+                         ::testing::Values("oval21_base_img2578", "oval21_base_img8194",
+                                           "cifar10_resnet_2b_prop_0", "cifar10_resnet_2b_prop_1"));
+
+}  // namespace
+}  // namespace distcrown
