@@ -15,7 +15,9 @@ class BoundAddSub final : public BoundNode {
  public:
   explicit BoundAddSub(bool subtract) : subtract_(subtract) {}
   std::string op_type() const override { return subtract_ ? "Sub" : "Add"; }
-  OpTraits traits() const override { return {.patches = true}; }
+  // Patches pass through unchanged only when neither input broadcasts (a residual Add); a
+  // broadcast input needs A summed over its broadcast dims, which the dense step does.
+  OpTraits traits() const override { return {.patches = same_shapes()}; }
 
   at::Tensor forward(std::span<const at::Tensor> x) const override {
     TORCH_CHECK(x[0].dim() == x[1].dim(), op_type(), " of two variable tensors needs equal ",
@@ -28,8 +30,7 @@ class BoundAddSub final : public BoundNode {
   }
   std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> /*bounds*/,
                                BiasPair& bias) const override {
-    const bool same = input_shape(0) == output_shape() && input_shape(1) == output_shape();
-    if (same && !subtract_) return {a, a};
+    if (same_shapes() && !subtract_) return {a, a};
     // A [S, B, *out] -> [S, B, *in_i]: summed over the dims input i broadcasts along.
     const auto to_input = [this](const at::Tensor& A, size_t i) {
       const std::vector<int64_t>& shape = input_shape(i);
@@ -52,6 +53,11 @@ class BoundAddSub final : public BoundNode {
   }
 
  private:
+  [[nodiscard]] bool same_shapes() const {
+    return !output_shape().empty() && input_shape(0) == output_shape() &&
+           input_shape(1) == output_shape();
+  }
+
   bool subtract_;
 };
 
