@@ -95,10 +95,15 @@ void check_mode(const Mode& mode) {
         EXPECT_TRUE(at::equal(want.lower, got.lower)) << to_string(method) << " lower";
         EXPECT_TRUE(at::equal(want.upper, got.upper)) << to_string(method) << " upper";
       } else {
-        const at::Tensor tol = want.lower.abs().clamp_min(1).mul(1e-6);
+        // Rows bounded in other passes round differently (float32). 1e-6·max(1, |b|) holds on
+        // the ReLU, Sigmoid and pooling models; the ViT with chunks of 5 rows per pass differs by
+        // up to 1.4e-6·max(1, |b|) (2.9e-6 on bounds near 2), so the Transformer is held to
+        // issue 14's spec-parallel bar, 1e-5.
+        const double rel = m.name.find("vit") != std::string::npos ? 1e-5 : 1e-6;
+        const at::Tensor tol = want.lower.abs().clamp_min(1).mul(rel);
         EXPECT_TRUE((want.lower - got.lower).abs().le(tol).all().item<bool>())
             << "lower: max diff " << (want.lower - got.lower).abs().max().item<double>();
-        const at::Tensor tolu = want.upper.abs().clamp_min(1).mul(1e-6);
+        const at::Tensor tolu = want.upper.abs().clamp_min(1).mul(rel);
         EXPECT_TRUE((want.upper - got.upper).abs().le(tolu).all().item<bool>())
             << "upper: max diff " << (want.upper - got.upper).abs().max().item<double>();
       }
