@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include "distcrown/collective/agreement.hpp"
 #include "distcrown/collective/communicator.hpp"
 #include "distcrown/collective/mpi.hpp"
 #include "distcrown/util/error.hpp"
@@ -394,6 +395,49 @@ TEST_P(CommunicatorTest, TwoCommunicatorsInterleaved) {
   EXPECT_TENSOR_EQ(a, at::full({3}, static_cast<double>(size_ - 1), at::kFloat));
   EXPECT_TENSOR_EQ(b, at::full({3}, static_cast<double>(size_), at::kFloat));
   EXPECT_TENSOR_EQ(c, at::full({1}, size_, at::kLong));
+}
+
+TEST_P(CommunicatorTest, SplitMakesGroupsOfTheSameColour) {
+  if (GetParam() == "nccl") {
+    EXPECT_THROW((void)comm_->split(0), distcrown::UnsupportedError);
+    return;
+  }
+  // Two colours: even and odd ranks, each group ranked in the world's order.
+  const CommPtr group = comm_->split(rank_ % 2);
+  EXPECT_EQ(group->size(), (size_ + 1 - rank_ % 2) / 2);
+  EXPECT_EQ(group->rank(), rank_ / 2);
+  at::Tensor t = empty({1}, at::kLong).fill_(rank_);
+  group->all_reduce(t, ReduceOp::kSum);
+  int64_t want = 0;
+  for (int r = rank_ % 2; r < size_; r += 2) want += r;
+  EXPECT_EQ(t.cpu().item<int64_t>(), want);
+  comm_->barrier();  // the world still works beside its parts
+}
+
+TEST_P(CommunicatorTest, ExpiryIsAgreedOnEveryRank) {
+  if (GetParam() == "nccl" || GetParam() == "mpi_cuda") GTEST_SKIP() << "host messages only";
+  // The last rank's deadline has passed, the others' are far: every rank sees it expired at the
+  // same call — an exact call at once, checkpoints within the agreement's stride.
+  const distcrown::Deadline local(rank_ == size_ - 1 ? 1e-9 : 1e6);
+  const distcrown::Deadline agreed =
+      local.agreed_by(distcrown::collective::expiry_agreement(comm_));
+  EXPECT_TRUE(agreed.expired());
+  int calls = 0;
+  for (; calls < 64; ++calls) {
+    try {
+      agreed.check();
+    } catch (const distcrown::DeadlineReached&) {
+      break;
+    }
+  }
+  EXPECT_LT(calls, 64);
+  std::vector<std::string> all = comm_->all_gather_strings(std::to_string(calls));
+  for (const std::string& c : all) EXPECT_EQ(c, all.front());
+  // Nobody expired: nobody stops.
+  const distcrown::Deadline far =
+      distcrown::Deadline(1e6).agreed_by(distcrown::collective::expiry_agreement(comm_));
+  EXPECT_FALSE(far.expired());
+  for (int i = 0; i < 40; ++i) EXPECT_NO_THROW(far.check());
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, CommunicatorTest,

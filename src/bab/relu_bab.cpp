@@ -7,28 +7,22 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
+#include "distcrown/collective/agreement.hpp"
 #include "distcrown/io/problem.hpp"
 #include "distcrown/methods/adam.hpp"
 #include "distcrown/methods/alpha_crown.hpp"
 #include "distcrown/methods/crown.hpp"
 #include "distcrown/util/error.hpp"
 #include "distcrown/util/tensor_values.hpp"
+#include "domain.hpp"
 
 namespace distcrown::bab {
 namespace {
 
-// One sub-domain. Per ReLU r (in graph order), tensors keep a batch dimension of 1 so batches are
-// concatenations. Children share their parent's tensors except those a split or a bounding
-// replaced, so a tensor is never written after it is stored.
-struct Domain {
-  std::vector<at::Tensor> lower, upper;  // bounds of ReLU r's input, [1, *shape]
-  std::vector<at::Tensor> alpha;         // [K, 1, *shape]
-  std::vector<at::Tensor> beta;          // [K, 1, *shape], >= 0, used where split != 0
-  std::vector<at::Tensor> split;         // [1, *shape]: +1 inactive (z <= 0), -1 active, 0 free
-  at::Tensor score;                      // [N_all] branching scores, < 0 = not splittable
-  double value = 0;                      // max_k (lb_k - rhs_k)
-  int64_t id = 0;                        // creation order: ties in the queue go to the oldest
-};
+using detail::Domain;
+using detail::Planned;
+using detail::RoundReport;
+using detail::worse_first;
 
 InputBox on_device(const InputBox& b, const at::Device& device) {
   return {b.lower.to(device), b.upper.to(device)};
@@ -43,11 +37,6 @@ BoundOptions without_row_alignment(BoundOptions o) {
 BoundOptions with_checkpoint(BoundOptions o, const Deadline& deadline, Progress& progress) {
   o.checkpoint = Checkpoint{deadline, &progress};
   return o;
-}
-
-// Heap order: the worst (lowest) value on top.
-bool worse_first(const Domain& a, const Domain& b) {
-  return a.value != b.value ? a.value > b.value : a.id > b.id;
 }
 
 // Relaxation parameters of one batch: α and β·s per ReLU, and what the last pass saw.
@@ -120,8 +109,8 @@ class ReluBab {
   }
 
   /// Branch and bound until decided, out of rounds, or past the deadline (kTimeout, also when
-  /// a bounding pass stopped at it).
-  BabResult run(ReluBabStats* stats);
+  /// a bounding pass stopped at it), starting from `start` (or α-CROWN at the root when null).
+  BabResult run(ReluBabStats* stats, const RootStart* start);
 
   struct Bounded {
     at::Tensor values;   // [B]
@@ -134,13 +123,13 @@ class ReluBab {
   Domain crown_root_with(const std::vector<NeuronSplit>& splits);
 
  private:
-  Domain root();
+  Domain root(const RootStart* start);
   /// A domain without splits over the given bounds of each ReLU's input, with the output
   /// start's α where given (ReLU node -> [K, 1, *shape]), else CROWN's slopes; β = 0.
   Domain make_root(const std::vector<Interval>& bounds,
                    const std::map<int, at::Tensor>& output_alpha);
   std::vector<std::pair<size_t, int64_t>> choose(const std::vector<Domain>& parents);
-  Domain child(const Domain& parent, size_t r, int64_t j, bool active);
+  Domain child(const Domain& parent, size_t r, int64_t j, bool active, int64_t id);
   std::optional<Counterexample> attack_from(const std::vector<Domain>& ds, const Bounded& b,
                                             bool with_pgd);
   DomainStoreBytes store_bytes(const std::vector<Domain>& queue) const;
@@ -156,12 +145,20 @@ class ReluBab {
   BoundOptions bo_;     // its checkpoint: deadline_ and progress_
   InputBox box_;        // [1, *input_shape]
   BabResult res_;
-  BabResult search(ReluBabStats* stats);
+  BabResult search(ReluBabStats* stats, const RootStart* start);
+  /// Every rank's report, as the groups' (the leaders'), with timed_out set on all of them when
+  /// any rank's is set. One process: {mine}.
+  std::vector<RoundReport> exchange(const RoundReport& mine);
+  /// The planned domains that this group bounds, in plan order with their plan positions: its
+  /// own candidates stay, the others arrive from their holders; candidates left out of the plan
+  /// go back to the queue. `domains_moved` counts every transfer.
+  std::vector<std::pair<int64_t, Domain>> take_planned(const std::vector<Planned>& plan,
+                                                       std::vector<Domain>& candidates,
+                                                       std::vector<Domain>& queue);
   std::vector<int> relus_, pre_;
   std::vector<int> other_pre_;  // inputs of relaxed nodes that are not split (MaxPool, Sigmoid)
   std::map<int, size_t> relu_index_;
   int64_t K_ = 0;
-  int64_t next_id_ = 0;
   int64_t bounded_ = 0;
 };
 
@@ -291,15 +288,24 @@ Domain ReluBab::make_root(const std::vector<Interval>& bounds,
     d.beta.push_back(at::zeros(shape, b.lower.options()));
     d.split.push_back(at::zeros_like(b.lower));
   }
-  d.id = next_id_++;
   return d;
 }
 
-Domain ReluBab::root() {
+Domain ReluBab::root(const RootStart* start) {
+  if (start != nullptr) {
+    std::vector<Interval> bounds;
+    for (const int pre : pre_) {
+      if (size_t(pre) >= start->intermediate.size() || !start->intermediate[size_t(pre)]) {
+        throw Error("internal: the root start has no bounds for a ReLU input");
+      }
+      bounds.push_back(*start->intermediate[size_t(pre)]);
+    }
+    return make_root(bounds, start->output_alpha);
+  }
   AlphaOptions ao;
   ao.iterations = o_.root_iterations;
   ao.lr = o_.root_lr;
-  ao.stop_at = deadline_.stop_at();
+  ao.deadline = deadline_;
   const AlphaResult a = alpha_crown(g_, box_, obj_.C, ao, bo_, true, false);
   std::vector<Interval> bounds;
   for (const int pre : pre_) {
@@ -316,20 +322,21 @@ Domain ReluBab::crown_root_with(const std::vector<NeuronSplit>& splits) {
   std::vector<Interval> bounds;
   for (const int pre : pre_) bounds.push_back(engine.bounds(pre));
   Domain d = make_root(bounds, {});
+  int64_t id = 0;
   for (const NeuronSplit& s : splits) {
     const auto it = relu_index_.find(s.relu_node);
     if (it == relu_index_.end()) throw InvalidArgument("split on a node that is not a ReLU");
     if (s.neuron < 0 || s.neuron >= d.lower[it->second].numel()) {
       throw InvalidArgument("split neuron index out of range");
     }
-    d = child(d, it->second, s.neuron, s.active);
+    d = child(d, it->second, s.neuron, s.active, ++id);
   }
   return d;
 }
 
-Domain ReluBab::child(const Domain& parent, size_t r, int64_t j, bool active) {
+Domain ReluBab::child(const Domain& parent, size_t r, int64_t j, bool active, int64_t id) {
   Domain c = parent;  // shares every tensor with the parent
-  c.id = next_id_++;
+  c.id = id;
   c.lower[r] = parent.lower[r].clone();
   c.upper[r] = parent.upper[r].clone();
   c.split[r] = parent.split[r].clone();
@@ -373,8 +380,8 @@ std::vector<std::pair<size_t, int64_t>> ReluBab::choose(const std::vector<Domain
     if (cands[p].size() <= 1) continue;
     for (int64_t flat : cands[p]) {
       const auto [r, j] = locate(flat);
-      trial.push_back(child(parents[p], r, j, false));
-      trial.push_back(child(parents[p], r, j, true));
+      trial.push_back(child(parents[p], r, j, false, -1));  // bounded, never queued
+      trial.push_back(child(parents[p], r, j, true, -1));
       owner.emplace_back(p, flat);
     }
   }
@@ -422,6 +429,7 @@ std::optional<Counterexample> ReluBab::attack_from(const std::vector<Domain>& ds
   if (auto cex = check_candidates(g_, case_, x)) return cex;
   if (!with_pgd) return std::nullopt;
   AttackOptions ao = o_.attack;
+  ao.deadline = deadline_;  // the group's: groups run their rounds' passes apart
   ao.restarts = 0;
   ao.steps = std::min(ao.steps, 30);
   return pgd_attack(g_, case_, disjuncts_, ao, x.slice(0, 0, std::min<int64_t>(x.size(0), 64)));
@@ -446,97 +454,203 @@ DomainStoreBytes ReluBab::store_bytes(const std::vector<Domain>& queue) const {
   return s;
 }
 
-BabResult ReluBab::run(ReluBabStats* stats) {
+BabResult ReluBab::run(ReluBabStats* stats, const RootStart* start) {
   progress_.start("bab (relu splits)");
   try {
-    return search(stats);
+    return search(stats, start);
   } catch (const DeadlineReached&) {
+    // Only from a step that every rank takes together (search catches the rest).
     res_.status = BabStatus::kTimeout;
     res_.domains_bounded = bounded_;
     return res_;
   }
 }
 
-BabResult ReluBab::search(ReluBabStats* stats) {
+std::vector<RoundReport> ReluBab::exchange(const RoundReport& mine) {
+  const BabWorld& w = o_.world;
+  if (w.world_size() == 1) return {mine};
+  std::vector<RoundReport> groups;
+  bool timed_out = false;
+  const std::vector<std::string> all = w.world->all_gather_strings(detail::encode_report(mine));
+  for (size_t r = 0; r < all.size(); ++r) {
+    RoundReport report = detail::decode_report(all[r]);
+    timed_out = timed_out || report.timed_out;
+    if (int(r) % w.group_size() == 0) groups.push_back(std::move(report));
+  }
+  for (RoundReport& g : groups) g.timed_out = timed_out;
+  return groups;
+}
+
+std::vector<std::pair<int64_t, Domain>> ReluBab::take_planned(const std::vector<Planned>& plan,
+                                                              std::vector<Domain>& candidates,
+                                                              std::vector<Domain>& queue) {
+  const BabWorld& w = o_.world;
+  const int me = w.group_index();
+  std::map<int64_t, int64_t> position;  // id -> plan position, for this group's candidates
+  bool moves = false;
+  for (size_t p = 0; p < plan.size(); ++p) {
+    if (plan[p].holder == me) position[plan[p].id] = int64_t(p);
+    moves = moves || plan[p].holder != plan[p].bounder;
+  }
+  std::vector<std::pair<int64_t, Domain>> mine;
+  std::vector<std::pair<int64_t, std::string>> outgoing;
+  for (Domain& d : candidates) {
+    const auto it = position.find(d.id);
+    if (it == position.end()) {
+      queue.push_back(std::move(d));
+      std::push_heap(queue.begin(), queue.end(), worse_first);
+    } else if (plan[size_t(it->second)].bounder == me) {
+      mine.emplace_back(it->second, std::move(d));
+    } else if (w.group_leader()) {
+      outgoing.emplace_back(it->second, detail::encode_domain(d));
+    }
+  }
+  candidates.clear();
+  if (moves) {
+    const std::vector<std::string> all =
+        w.world->all_gather_strings(w.group_leader() ? detail::encode_moving(outgoing) : "");
+    for (const std::string& message : all) {
+      for (auto& [p, bytes] : detail::decode_moving(message)) {
+        ++res_.domains_moved;
+        if (plan[size_t(p)].bounder == me) {
+          mine.emplace_back(p, detail::decode_domain(bytes, g_.device()));
+        }
+      }
+    }
+  }
+  std::sort(mine.begin(), mine.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  return mine;
+}
+
+BabResult ReluBab::search(ReluBabStats* stats, const RootStart* start) {
   BabResult& res = res_;
+  const BabWorld& w = o_.world;
+  const int me = w.group_index();
   const auto done = [&](BabStatus status) {
     res.status = status;
-    res.domains_bounded = bounded_;
     return res;
   };
   if (K_ == 0) {
     res.reason = "a disjunct without output constraints holds everywhere";
     return done(BabStatus::kUnknown);
   }
+  // Every group bounds the root (the same computation everywhere); group 0 queues it. From
+  // here on, a rank's own outcomes (a counterexample, a deadline inside a pass, a dropped
+  // domain) go into its report and are decided on together at the next round's exchange, so
+  // that every rank leaves the loop in the same round with the same result.
+  RoundReport mine;
   std::vector<Domain> queue;  // a heap by worse_first
-  {
-    std::vector<Domain> first{root()};
+  try {
+    std::vector<Domain> first{root(start)};
     const Bounded b = bound(first, o_.iterations, true);
-    if (auto cex = attack_from(first, b, false)) {
-      res.counterexample = cex;
-      return done(BabStatus::kFalsified);
+    if (me != 0) bounded_ = 0;  // the root counts once, as group 0's
+    mine.counterexample = attack_from(first, b, false);
+    if (!mine.counterexample && first.front().value <= 0) {
+      if (relus_.empty()) {
+        mine.no_splittable = true;
+      } else if (me == 0) {
+        queue.push_back(std::move(first.front()));
+      }
     }
-    if (first.front().value > 0) return done(BabStatus::kProved);
-    if (relus_.empty()) {
-      res.reason =
-          "no splittable neurons (the network's nonlinearities cannot be split) and "
-          "alpha-CROWN does not prove the property";
-      return done(BabStatus::kUnknown);
-    }
-    queue.push_back(std::move(first.front()));
+  } catch (const DeadlineReached&) {
+    mine.timed_out = true;
   }
-  bool exhausted = false;
-  while (!queue.empty()) {
-    res.worst_value = queue.front().value;
-    progress_.report(res.rounds, bounded_, int64_t(queue.size()), res.worst_value);
-    if (deadline_.expired()) return done(BabStatus::kTimeout);
+  int64_t first_id = 1;  // of the next round's children
+  for (;;) {
+    // This group's worst domains, at most a batch; all its ranks pop the same ones.
+    std::vector<Domain> candidates;
+    if (!mine.timed_out) mine.timed_out = deadline_.expired();
+    while (!mine.timed_out && !queue.empty() && int64_t(candidates.size()) < o_.batch) {
+      std::pop_heap(queue.begin(), queue.end(), worse_first);
+      Domain d = std::move(queue.back());
+      queue.pop_back();
+      if (!d.score.defined() || (d.score < 0).all().item<bool>()) {
+        mine.exhausted = true;  // every unstable neuron is split: nothing left to branch on
+        continue;
+      }
+      candidates.push_back(std::move(d));
+    }
+    mine.queued = int64_t(queue.size() + candidates.size());
+    mine.bounded = bounded_;
+    mine.candidates.clear();
+    for (const Domain& d : candidates) mine.candidates.emplace_back(d.value, d.id);
+    const std::vector<RoundReport> groups = exchange(mine);
+
+    res.domains_bounded = 0;
+    res.domains_per_group.clear();
+    int64_t queued = 0;
+    bool exhausted = false;
+    bool no_splittable = false;
+    for (const RoundReport& g : groups) {
+      res.domains_bounded += g.bounded;
+      res.domains_per_group.push_back(g.bounded);
+      queued += g.queued;
+      exhausted = exhausted || g.exhausted;
+      no_splittable = no_splittable || g.no_splittable;
+    }
+    for (const RoundReport& g : groups) {
+      if (g.counterexample) {
+        res.counterexample = g.counterexample;  // the lowest group's
+        return done(BabStatus::kFalsified);
+      }
+    }
+    if (groups.front().timed_out) return done(BabStatus::kTimeout);
+    const std::vector<Planned> plan = detail::plan_round(groups, o_.batch);
+    if (plan.empty()) {
+      if (no_splittable) {
+        res.reason =
+            "no splittable neurons (the network's nonlinearities cannot be split) and "
+            "alpha-CROWN does not prove the property";
+        return done(BabStatus::kUnknown);
+      }
+      if (exhausted) {
+        res.reason = "a domain with every unstable neuron split was not proved";
+        return done(BabStatus::kUnknown);
+      }
+      return done(BabStatus::kProved);
+    }
+    res.worst_value = plan.front().value;
+    progress_.report(res.rounds, res.domains_bounded, queued, res.worst_value);
     if (o_.max_rounds > 0 && res.rounds >= o_.max_rounds) {
       res.reason = "round limit reached";
       return done(BabStatus::kUnknown);
     }
     ++res.rounds;
-    std::vector<Domain> parents;
-    while (!queue.empty() && int64_t(parents.size()) < o_.batch) {
-      std::pop_heap(queue.begin(), queue.end(), worse_first);
-      Domain d = std::move(queue.back());
-      queue.pop_back();
-      if (!d.score.defined() || (d.score < 0).all().item<bool>()) {
-        // Every unstable neuron is split: nothing left to branch on.
-        exhausted = true;
-        continue;
+    std::vector<std::pair<int64_t, Domain>> planned = take_planned(plan, candidates, queue);
+    try {
+      std::vector<Domain> parents;
+      parents.reserve(planned.size());
+      for (auto& [p, d] : planned) parents.push_back(std::move(d));
+      if (!parents.empty()) {
+        const auto picks = choose(parents);
+        std::vector<Domain> children;
+        for (size_t i = 0; i < parents.size(); ++i) {
+          const int64_t id = first_id + 2 * planned[i].first;
+          const auto [r, j] = picks[i];
+          children.push_back(child(parents[i], r, j, false, id));
+          children.push_back(child(parents[i], r, j, true, id + 1));
+        }
+        parents.clear();
+        const Bounded b = bound(children, o_.iterations, true);
+        const bool pgd = o_.attack_every > 0 && res.rounds % o_.attack_every == 0;
+        mine.counterexample = attack_from(children, b, pgd);
+        for (Domain& c : children) {
+          if (c.value > 0) continue;  // proved
+          queue.push_back(std::move(c));
+          std::push_heap(queue.begin(), queue.end(), worse_first);
+        }
       }
-      parents.push_back(std::move(d));
+    } catch (const DeadlineReached&) {
+      mine.timed_out = true;
     }
-    if (parents.empty()) continue;
-    const auto picks = choose(parents);
-    std::vector<Domain> children;
-    for (size_t p = 0; p < parents.size(); ++p) {
-      children.push_back(child(parents[p], picks[p].first, picks[p].second, false));
-      children.push_back(child(parents[p], picks[p].first, picks[p].second, true));
-    }
-    parents.clear();
-    const Bounded b = bound(children, o_.iterations, true);
-    const bool pgd = o_.attack_every > 0 && res.rounds % o_.attack_every == 0;
-    if (auto cex = attack_from(children, b, pgd)) {
-      res.counterexample = cex;
-      return done(BabStatus::kFalsified);
-    }
-    for (Domain& c : children) {
-      if (c.value > 0) continue;  // proved
-      queue.push_back(std::move(c));
-      std::push_heap(queue.begin(), queue.end(), worse_first);
-    }
+    first_id += 2 * int64_t(plan.size());
     res.max_queue = std::max<int64_t>(res.max_queue, int64_t(queue.size()));
     if (stats != nullptr) {
       const DomainStoreBytes now = store_bytes(queue);
       if (now.total() > stats->peak_store.total()) stats->peak_store = now;
     }
   }
-  if (exhausted) {
-    res.reason = "a domain with every unstable neuron split was not proved";
-    return done(BabStatus::kUnknown);
-  }
-  return done(BabStatus::kProved);
 }
 
 }  // namespace
@@ -557,12 +671,11 @@ at::Tensor split_domain_lower_bound(const BoundGraph& g, const InputBox& box, co
 
 BabResult relu_bab(const BoundGraph& g, const io::VnnlibCase& c, const Objective& objective,
                    const std::vector<Objective>& disjuncts, const BabOptions& options,
-                   const Deadline& deadline, const BoundOptions& bound_options,
-                   ReluBabStats* stats) {
+                   const Deadline& deadline, const BoundOptions& bound_options, ReluBabStats* stats,
+                   const RootStart* start) {
   if (options.batch < 1) throw InvalidArgument("branch and bound batch must be >= 1");
   ReluBab bab(g, c, objective, disjuncts, options, deadline, bound_options);
-  BabResult r = bab.run(stats);
-  return r;
+  return bab.run(stats, start);
 }
 
 }  // namespace distcrown::bab

@@ -8,6 +8,7 @@
 
 #include "distcrown/bab/input_bab.hpp"
 #include "distcrown/bab/relu_bab.hpp"
+#include "distcrown/collective/agreement.hpp"
 #include "distcrown/io/problem.hpp"
 #include "distcrown/methods/alpha_crown.hpp"
 #include "distcrown/methods/compute_bounds.hpp"
@@ -26,18 +27,22 @@ std::vector<Objective> objectives_of(const io::VnnlibCase& c, int64_t n_out, at:
 }
 
 // The phases of verify (attack, α-CROWN at the root, branch and bound); `finish` sets r's
-// verdict. DeadlineReached from any bounding pass propagates to verify().
+// verdict. DeadlineReached from any bounding pass propagates to verify(). Across ranks every rank
+// runs every phase: the attack, the root and input splitting the same computation everywhere (in
+// step: `deadline` is agreed over the world), ReLU branch and bound its own share of each round
+// (its passes agree on `group_deadline`, its rounds over the world).
 template <class Finish>
 VerifyResult decide(const BoundGraph& g, const io::VnnlibProperty& property,
-                    const VerifyOptions& options, const Deadline& deadline, Progress& progress,
-                    VerifyResult& r, const Finish& finish) {
+                    const VerifyOptions& options, const Deadline& deadline,
+                    const Deadline& group_deadline, Progress& progress, VerifyResult& r,
+                    const Finish& finish) {
   const int64_t n_out = g.output_numel();
   std::vector<std::vector<Objective>> objectives;
   for (const auto& c : property.cases) objectives.push_back(objectives_of(c, n_out, g.dtype()));
 
   // 1. Attack every box.
   VerifyOptions o = options;
-  o.bab.attack.stop_at = deadline.stop_at();
+  o.bab.attack.deadline = deadline;
   o.bab.reporter = &progress;
   // Every bounding pass stops at the deadline and prints the progress from inside.
   o.bound.checkpoint = Checkpoint{deadline, &progress};
@@ -62,6 +67,7 @@ VerifyResult decide(const BoundGraph& g, const io::VnnlibProperty& property,
     // 2. α-CROWN on every disjunct at once (ReLU splitting); input splitting starts from CROWN
     // on the whole box inside input_bab.
     std::vector<bool> proved(objs.size(), false);
+    std::vector<RootStart> starts(objs.size());
     if (!input_split) {
       std::vector<at::Tensor> C;
       std::vector<at::Tensor> rhs;
@@ -75,9 +81,9 @@ VerifyResult decide(const BoundGraph& g, const io::VnnlibProperty& property,
       AlphaOptions ao;
       ao.iterations = options.bab.root_iterations;
       ao.lr = options.bab.root_lr;
-      ao.stop_at = deadline.stop_at();
-      const at::Tensor lb =
-          alpha_crown(g, box, at::cat(C, 0), ao, o.bound, true, false).bounds.lower;
+      ao.deadline = deadline;
+      const AlphaResult root = alpha_crown(g, box, at::cat(C, 0), ao, o.bound, true, false);
+      const at::Tensor& lb = root.bounds.lower;
       require_finite({lb, at::Tensor()});  // an answer must never rest on NaN bounds
       int64_t row = 0;
       for (size_t d = 0; d < objs.size(); ++d) {
@@ -87,6 +93,13 @@ VerifyResult decide(const BoundGraph& g, const io::VnnlibProperty& property,
                                  .gt(0)
                                  .all()
                                  .item<bool>();
+        // Branch and bound on this disjunct starts from this run: its intermediate bounds and
+        // its rows of the output α (β-CROWN's start; no second α-CROWN per disjunct).
+        RootStart& s = starts[d];
+        s.intermediate = root.intermediate;
+        for (const auto& [node, a] : root.output_alpha) {
+          s.output_alpha[node] = a.slice(0, row, row + k).clone();
+        }
         row += k;
       }
     }
@@ -95,9 +108,27 @@ VerifyResult decide(const BoundGraph& g, const io::VnnlibProperty& property,
       if (proved[d]) continue;
       if (deadline.expired())
         return finish(Verdict::kTimeout, "timeout before every disjunct was proved");
-      const BabResult b = input_split ? input_bab(g, c, objs[d], objs, o.bab, deadline, o.bound)
-                                      : relu_bab(g, c, objs[d], objs, o.bab, deadline, o.bound);
+      BabResult b;
+      const double bab_start = deadline.elapsed();
+      if (input_split) {
+        b = input_bab(g, c, objs[d], objs, o.bab, deadline, o.bound);
+        // Not distributed yet: every group splits the same boxes.
+        b.domains_per_group.assign(size_t(o.bab.world.groups), b.domains_bounded);
+      } else {
+        BabOptions bo = o.bab;
+        bo.attack.deadline = group_deadline;
+        BoundOptions bound = o.bound;
+        bound.checkpoint.deadline = group_deadline;
+        b = relu_bab(g, c, objs[d], objs, bo, group_deadline, bound, nullptr, &starts[d]);
+      }
+      r.bab_seconds += deadline.elapsed() - bab_start;
       r.domains_bounded += b.domains_bounded;
+      r.domains_moved += b.domains_moved;
+      if (b.status != BabStatus::kProved && b.rounds > 0) r.worst_bound = b.worst_value;
+      r.domains_per_group.resize(b.domains_per_group.size(), 0);
+      for (size_t k = 0; k < b.domains_per_group.size(); ++k) {
+        r.domains_per_group[k] += b.domains_per_group[k];
+      }
       rounds += b.rounds;
       switch (b.status) {
         case BabStatus::kProved:
@@ -134,9 +165,18 @@ VerifyResult verify(const BoundGraph& g, const io::VnnlibProperty& property,
 }
 
 VerifyResult verify(const BoundGraph& g, const io::VnnlibProperty& property,
-                    const VerifyOptions& options, const Deadline& deadline) {
+                    const VerifyOptions& options, const Deadline& local_deadline) {
   c10::NoGradGuard no_grad;
-  Progress progress(options.bab.progress, deadline);
+  const BabWorld& world = options.bab.world;
+  if (world.world_size() % world.groups != 0) {
+    throw InvalidArgument("--domain-groups " + std::to_string(world.groups) +
+                          " does not divide the " + std::to_string(world.world_size()) + " ranks");
+  }
+  const Deadline deadline = local_deadline.agreed_by(collective::expiry_agreement(world.world));
+  const Deadline group_deadline =
+      local_deadline.agreed_by(collective::expiry_agreement(world.group));
+  // Rank 0 prints the progress lines.
+  Progress progress(options.bab.progress && world.world_rank() == 0, deadline);
   VerifyResult r;
   const auto finish = [&](Verdict v, std::string detail) {
     // An answer decided after the deadline is a timeout (VNN-COMP counts late answers so).
@@ -151,10 +191,21 @@ VerifyResult verify(const BoundGraph& g, const io::VnnlibProperty& property,
     return r;
   };
   try {
-    return decide(g, property, options, deadline, progress, r, finish);
+    decide(g, property, options, deadline, group_deadline, progress, r, finish);
   } catch (const DeadlineReached&) {
-    return finish(Verdict::kTimeout, "timeout during " + progress.phase());
+    finish(Verdict::kTimeout, "timeout during " + progress.phase());
   }
+  if (world.world_size() > 1) {
+    // Every decision was collective; a disagreement here is a bug, and no answer is better
+    // than a wrong one.
+    for (const std::string& v : world.world->all_gather_strings(to_string(r.verdict))) {
+      if (v != to_string(r.verdict)) {
+        throw Error("internal: ranks reached different verdicts (" + v + " and " +
+                    to_string(r.verdict) + ")");
+      }
+    }
+  }
+  return r;
 }
 
 std::string format_result(const VerifyResult& r) {

@@ -206,9 +206,9 @@ int run_bounds(const RunOptions& a) {
   try {
     if (method == Method::kAlphaCrown) {
       AlphaOptions alpha = a.alpha;
-      // One process: stop optimising at the deadline (the check below then reports it). Across
-      // ranks each would stop at a different step and desynchronise their collectives.
-      if (comm->size() == 1) alpha.stop_at = deadline.stop_at();
+      // Stop optimising at the deadline (the check below then reports it); across ranks at the
+      // same iteration, agreed, so that no rank leaves the collectives of the next one.
+      alpha.deadline = deadline.agreed_by(collective::expiry_agreement(comm));
       const AlphaResult r =
           alpha_crown(graph, box, {}, alpha, options, true, true, a.spec_parallel ? comm : nullptr);
       b = r.bounds;

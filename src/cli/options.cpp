@@ -111,8 +111,9 @@ const std::vector<OptionSpec>& table() {
                [](std::string& path) { return path.empty() ? std::string("empty path") : ""; },
                "FILE"))},
       {"report", Applies::kVerify,
-       "write a JSON summary here: result, time_s (since the process started), memory "
-       "(peak_bytes resident, peak_tensor_bytes)",
+       "write a JSON summary here: result, time_s (since the process started), world_size, "
+       "groups, shard, domains_bounded, domains_per_group, domains_moved, memory (peak_bytes "
+       "resident, the largest over the ranks, and per rank), comm",
        field(
            [](RunOptions & r) -> auto& { return r.report; },
            CLI::Validator(
@@ -151,13 +152,14 @@ const std::vector<OptionSpec>& table() {
        "seconds (0 = none); bounds: starts no new phase after it and fails",
        field(
            [](RunOptions & r) -> auto& { return r.verify.timeout_s; }, finite_number(false))},
-      {"shard", Applies::kBounds,
-       "sharding over the ranks: none, fsdp, tp (tensor parallel, IBP inside zones) or "
-       "tp-exact (tensor parallel, CROWN inside zones)",
+      {"shard", Applies::kBoth,
+       "sharding over the ranks (verify: over the ranks of each domain group): none, fsdp, tp "
+       "(tensor parallel, IBP inside zones) or tp-exact (tensor parallel, CROWN inside zones; "
+       "bounds only)",
        field([](RunOptions & r) -> auto& { return r.shard; })},
       {"spec-parallel", Applies::kBounds, "split the rows of every backward pass across the ranks",
        field([](RunOptions & r) -> auto& { return r.spec_parallel; })},
-      {"backend", Applies::kBounds, "auto (MPI under mpirun, NCCL with --device cuda)",
+      {"backend", Applies::kBoth, "auto (MPI under mpirun, NCCL with --device cuda)",
        field([](RunOptions & r) -> auto& { return r.backend; })},
       {"bab-batch-size", Applies::kVerify, "domains split per branch-and-bound round",
        field(
@@ -171,6 +173,11 @@ const std::vector<OptionSpec>& table() {
       {"split", Applies::kVerify,
        "auto (input splitting for <= 16 inputs, else ReLU splitting), input or relu",
        field([](RunOptions & r) -> auto& { return r.verify.split; })},
+      {"domain-groups", Applies::kVerify,
+       "under mpirun: split the ranks into G groups (G divides the ranks) that bound their own "
+       "domains of every branch-and-bound round",
+       field(
+           [](RunOptions & r) -> auto& { return r.domain_groups; }, whole_number(1))},
       {"deterministic", Applies::kVerify,
        "fixed batches, no early exits: the same work on every run",
        field([](RunOptions & r) -> auto& { return r.verify.bab.deterministic; })},

@@ -83,6 +83,7 @@ struct RunOptions {
   Backend backend = Backend::kAuto;
   sharding::ShardPlan shard = sharding::ShardPlan::kNone;
   bool spec_parallel = false;
+  int domain_groups = 1;  // verify: BabWorld::groups
   /// Intra-op (OpenMP) threads. Branch and bound runs many small operations; on a 2-core VM
   /// rounds measured 4-200x slower with 2 threads than 1, hence 1 for both commands.
   int threads = 1;

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include <ATen/ATen.h>
@@ -28,22 +29,20 @@
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
 #include "cli/problem_input.hpp"
+#include "cli/world.hpp"
 #include "distcrown/bab/verifier.hpp"
+#include "distcrown/collective/agreement.hpp"
+#include "distcrown/collective/mpi.hpp"
+#include "distcrown/sharding/partitioner.hpp"
+#include "distcrown/sharding/sharded_param.hpp"
 #include "distcrown/util/deadline.hpp"
+#include "distcrown/util/enum_names.hpp"
 #include "distcrown/util/error.hpp"
 #include "distcrown/util/memory.hpp"
 #include "distcrown/util/output_file.hpp"
 
 namespace distcrown::cli {
 namespace {
-
-// World size announced by the MPI launcher (1 when not started by mpirun).
-int launcher_world_size() {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
-    if (const char* v = std::getenv(name)) return std::atoi(v);
-  }
-  return 1;
-}
 
 // SIGINT and SIGTERM (what a competition harness sends at its deadline) end verify at once with
 // the answer "timeout", on stdout and in --result. The handler uses async-signal-safe calls only,
@@ -66,9 +65,19 @@ extern "C" void answer_timeout_on_signal(int /*signal*/) {
   ::_exit(0);
 }
 
+extern "C" void end_silently_on_signal(int /*signal*/) { ::_exit(0); }
+
 // Installs the handler for SIGINT and SIGTERM; a result path too long for the buffer is answered
-// on stdout only.
-void answer_timeout_on_signals(const std::string& result) {
+// on stdout only. A rank that is not the speaker of its job (`speaker` false) ends without a word.
+void answer_timeout_on_signals(const std::string& result, bool speaker) {
+  if (!speaker) {
+    struct sigaction quiet {};
+    quiet.sa_handler = end_silently_on_signal;
+    sigemptyset(&quiet.sa_mask);
+    sigaction(SIGINT, &quiet, nullptr);
+    sigaction(SIGTERM, &quiet, nullptr);
+    return;
+  }
   if (result.size() < g_signal_result_path.size()) {
     std::copy(result.begin(), result.end(), g_signal_result_path.begin());
     g_signal_result_path[result.size()] = '\0';
@@ -108,14 +117,63 @@ void end_after_answer() {
 }
 
 // --report: the answer, the seconds since the process started and the peak memory (resident, as
-// the OS counts it, and the tensors' own peak from the memory accountant).
-void write_report(const std::string& path, const std::string& verdict, double seconds) {
+// the OS counts it, and the tensors' own peak from the memory accountant). The watchdog writes
+// this much; a decided run adds run_facts().
+void write_report(const std::string& path, const std::string& verdict, double seconds,
+                  const nlohmann::json& more = nlohmann::json::object()) {
   nlohmann::json j;
   j["result"] = verdict;
   j["time_s"] = seconds;
   j["memory"] = {{"peak_bytes", peak_resident_bytes()},
                  {"peak_tensor_bytes", memory::peak_bytes()}};
+  for (const auto& [key, value] : more.items()) {
+    if (key == "memory") {
+      j["memory"].update(value);
+    } else {
+      j[key] = value;
+    }
+  }
   write_output_file(path, j.dump() + "\n");
+}
+
+// Collective: what every rank did (peak memory, collectives), for rank 0's report, with the
+// ranks' layout and the branch and bound's counts.
+nlohmann::json run_facts(const RunOptions& a, collective::Communicator& world,
+                         const collective::Communicator& group, const bab::VerifyResult& r) {
+  const collective::CommStats mine = group.stats();
+  const std::string text = std::to_string(peak_resident_bytes()) + " " +
+                           std::to_string(mine.calls) + " " + std::to_string(mine.bytes) + " " +
+                           std::to_string(mine.time_s);
+  nlohmann::json ranks = nlohmann::json::array();
+  int64_t peak = 0;
+  collective::CommStats total;
+  for (const std::string& t : world.all_gather_strings(text)) {
+    std::istringstream in(t);
+    int64_t bytes = 0;
+    collective::CommStats c;
+    in >> bytes >> c.calls >> c.bytes >> c.time_s;
+    peak = std::max(peak, bytes);
+    total.calls += c.calls;
+    total.bytes += c.bytes;
+    total.time_s = std::max(total.time_s, c.time_s);
+    ranks.push_back({{"rank", ranks.size()}, {"peak_bytes", bytes}});
+  }
+  nlohmann::json j;
+  j["world_size"] = world.size();
+  j["groups"] = a.domain_groups;
+  j["shard"] = std::string(enum_name(a.shard));
+  j["domains_bounded"] = r.domains_bounded;
+  j["domains_per_group"] = r.domains_per_group.empty()
+                               ? std::vector<int64_t>(size_t(a.domain_groups), 0)
+                               : r.domains_per_group;
+  j["domains_moved"] = r.domains_moved;
+  j["bab_time_s"] = r.bab_seconds;
+  j["worst_bound"] = r.worst_bound ? nlohmann::json(*r.worst_bound) : nlohmann::json();
+  j["memory"] = {{"peak_bytes", peak}, {"ranks", ranks}};
+  // Collectives of the model's sharding within the groups, summed over the ranks (the round
+  // exchanges are host messages, not counted).
+  j["comm"] = {{"calls", total.calls}, {"bytes", total.bytes}, {"time_s", total.time_s}};
+  return j;
 }
 
 // Seconds past the (internal) deadline after which the watchdog answers. The phases check the
@@ -201,23 +259,47 @@ int run_verify(const RunOptions& a) {
   const double t = a.verify.timeout_s;
   const Deadline deadline =
       Deadline::since_process_start(t > 0 ? std::max(t - kAnswerMarginSeconds, t / 2) : 0);
-  if (launcher_world_size() > 1) {
-    throw UnsupportedError("verify runs in one process (start it without mpirun)");
-  }
   require_usable_device(a.device);
-  answer_timeout_on_signals(a.result);
+  const collective::CommPtr world =
+      make_world(std::string(enum_name(a.backend)), std::string(enum_name(a.device)));
+  const bool speaker = world->rank() == 0;  // writes the answer, the report and the progress
+  // Only the speaker answers a signal with `timeout`; the other ranks end silently.
+  answer_timeout_on_signals(speaker ? a.result : std::string(), speaker);
   std::optional<Watchdog> watchdog;
-  if (deadline.stop_at()) watchdog.emplace(deadline, a.report);
+  if (deadline.stop_at()) watchdog.emplace(deadline, speaker ? a.report : std::string());
   c10::NoGradGuard no_grad;
   // Branch and bound runs many small operations; on this class of machine OpenMP's threads
   // cost more than they give there (rounds measured 4-200x slower with 2 threads than 1).
   at::set_num_threads(a.threads);
-  ProblemInput in = load_problem_input(a.model, a.vnnlib);
   bab::VerifyOptions o = a.verify;
+  std::optional<ProblemInput> loaded;
+  collective::run_agreed(*world, [&] {
+    if (world->size() % a.domain_groups != 0) {
+      throw InvalidArgument("--domain-groups " + std::to_string(a.domain_groups) +
+                            " does not divide the " + std::to_string(world->size()) + " ranks");
+    }
+    if (sharding::is_tensor_parallel(a.shard)) {
+      throw UnsupportedError(
+          "verify --shard " + std::string(enum_name(a.shard)) +
+          ": branch and bound over tensor-parallel layers (split decisions on sharded neurons) "
+          "is not built yet; use --shard fsdp or none");
+    }
+    loaded.emplace(load_problem_input(a.model, a.vnnlib));
+  });
+  collective::check_same_inputs(
+      *world, collective::fingerprint(loaded->model_bytes) +
+                  collective::fingerprint(loaded->property_text) +
+                  collective::fingerprint(
+                      std::string(enum_name(a.shard)) + "|" + std::to_string(a.domain_groups) +
+                      "|" + std::string(enum_name(a.dtype)) + "|" + std::to_string(o.bab.batch) +
+                      "|" + std::to_string(o.bab.deterministic)));
+  ProblemInput& in = *loaded;
+  const int group_size = world->size() / a.domain_groups;
+  o.bab.world = {world, world->split(world->rank() / group_size), a.domain_groups};
   // --iterations and --lr are α-CROWN's, here the root's.
   o.bab.root_iterations = a.alpha.iterations;
   o.bab.root_lr = a.alpha.lr;
-  o.bab.progress = !a.quiet;
+  o.bab.progress = !a.quiet && speaker;
   o.bound.crown_batch_size = a.bound.crown_batch_size;
   o.bound.conv_mode = a.bound.conv_mode;
   // Input splitting bounds many small boxes of a small network: CROWN on every neuron
@@ -228,17 +310,37 @@ int run_verify(const RunOptions& a) {
   o.bound.scheme = tight ? IntermediateScheme::kTight : IntermediateScheme::kAutoLirpa;
   // Always: float64 ONNX models load with float64 parameters, and --dtype decides.
   in.problem.graph.to_dtype(a.dtype == Dtype::kFloat64 ? at::kDouble : at::kFloat);
+  // FSDP shards the weights over the ranks of each domain group (sharding/sharded_param.hpp).
+  sharding::shard_graph(in.problem.graph, a.shard, o.bab.world.group);
   if (a.device == Device::kCuda) in.problem.graph.to_device(at::Device(at::kCUDA));
-  const bab::VerifyResult r = bab::verify(in.problem.graph, in.problem.property, o, deadline);
+  o.bab.world.group->reset_stats();
+  bab::VerifyResult r;
+  try {
+    r = bab::verify(in.problem.graph, in.problem.property, o, deadline);
+  } catch (const std::exception& e) {
+    if (world->size() == 1) throw;
+    // The other ranks may be waiting in a collective: end them all.
+    std::fprintf(stderr, "distcrown: error: rank %d: %s\n", world->rank(), e.what());
+    collective::abort_all_ranks(1);
+  }
+  const nlohmann::json facts = run_facts(a, *world, *o.bab.world.group, r);  // collective
   if (watchdog && !watchdog->claim()) {
     for (;;) ::pause();  // the watchdog has answered; its signal ends the process
   }
   watchdog.reset();
-  std::fprintf(stderr, "verify: %s in %.2f s (%s; %lld domains bounded; peak memory %.0f MB)\n",
-               bab::to_string(r.verdict).c_str(), r.seconds, r.detail.c_str(),
-               static_cast<long long>(r.domains_bounded), double(peak_resident_bytes()) / 1e6);
-  write_result(a.result, bab::format_result(r));
-  if (!a.report.empty()) write_report(a.report, bab::to_string(r.verdict), deadline.elapsed());
+  if (speaker) {
+    std::fprintf(stderr, "verify: %s in %.2f s (%s; %lld domains bounded; peak memory %.0f MB)\n",
+                 bab::to_string(r.verdict).c_str(), r.seconds, r.detail.c_str(),
+                 static_cast<long long>(r.domains_bounded), double(peak_resident_bytes()) / 1e6);
+    write_result(a.result, bab::format_result(r));
+    if (!a.report.empty()) {
+      write_report(a.report, bab::to_string(r.verdict), deadline.elapsed(), facts);
+    }
+  }
+  if (world->backend() != "local") {
+    world->barrier();  // no rank leaves (ending MPI) while another still writes
+    return 0;          // MPI is finalised on the way out (mpirun counts _Exit as a failure)
+  }
   end_after_answer();
   return 0;
 }

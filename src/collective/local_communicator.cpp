@@ -54,6 +54,10 @@ class LocalCommunicator final : public Communicator {
     return {s};
   }
 
+  [[nodiscard]] CommPtr split(int /*color*/) override {
+    return std::make_shared<LocalCommunicator>();
+  }
+
  private:
   // out and in have the same numel and are contiguous, so a flat view copies in rank-major order
   // whatever their shapes are.

@@ -215,7 +215,16 @@ at::Tensor empty_on_host_like(const at::Tensor& t) {
 
 class MpiCommunicator final : public Communicator {
  public:
+  // Members initialise in declaration order: MPI is up (env_) before the world is duplicated.
   MpiCommunicator() : env_(detail::MpiEnvironment::acquire()), comm_(detail::dup_world()) {
+    check_mpi(MPI_Comm_rank(comm_->get(), &rank_), "MPI_Comm_rank");
+    check_mpi(MPI_Comm_size(comm_->get(), &size_), "MPI_Comm_size");
+  }
+
+  // A part of an existing communicator (split), sharing its environment.
+  MpiCommunicator(std::shared_ptr<detail::MpiEnvironment> env,
+                  std::unique_ptr<detail::MpiComm> comm)
+      : env_(std::move(env)), comm_(std::move(comm)) {
     check_mpi(MPI_Comm_rank(comm_->get(), &rank_), "MPI_Comm_rank");
     check_mpi(MPI_Comm_size(comm_->get(), &size_), "MPI_Comm_size");
   }
@@ -317,6 +326,14 @@ class MpiCommunicator final : public Communicator {
 
   [[nodiscard]] std::vector<std::string> all_gather_strings(const std::string& s) override {
     return detail::all_gather_strings(comm_->get(), s);
+  }
+
+  [[nodiscard]] CommPtr split(int color) override {
+    MPI_Comm part = MPI_COMM_NULL;
+    check_mpi(MPI_Comm_split(comm_->get(), color, rank_, &part), "MPI_Comm_split");
+    auto owned = std::make_unique<detail::MpiComm>(part);
+    check_mpi(MPI_Comm_set_errhandler(part, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    return std::make_shared<MpiCommunicator>(env_, std::move(owned));
   }
 
  private:

@@ -260,6 +260,13 @@ class NcclCommunicator final : public Communicator {
     return detail::all_gather_strings(mpi_->get(), s);
   }
 
+  [[nodiscard]] CommPtr split(int /*color*/) override {
+    // ncclCommSplit would do it; not built yet, and refused rather than run unsplit.
+    throw UnsupportedError(
+        "splitting an NCCL communicator (domain groups of more than one rank on GPUs) is not "
+        "supported yet; use --backend mpi or one rank per group");
+  }
+
  private:
   void check_device(const at::Tensor& t, const char* op, const char* name) const {
     if (!t.is_cuda()) {

@@ -114,9 +114,7 @@ AlphaResult alpha_crown(const BoundGraph& g, const InputBox& box, const at::Tens
   c10::AutoGradMode grad_on(true);
   AlphaResult result;
   result.intermediate.resize(size_t(g.size()));
-  const auto out_of_time = [&] {
-    return alpha.stop_at && std::chrono::steady_clock::now() >= *alpha.stop_at;
-  };
+  const auto out_of_time = [&] { return alpha.deadline.expired(); };
   // The reference of the sparse intermediate scheme (auto_LiRPA's aux_reference_bounds, which is
   // its best_intermediate_bounds): decides which neurons get CROWN rows and gives the others their
   // bounds. Shared by the two sides: the lower side's first iteration starts from the upper

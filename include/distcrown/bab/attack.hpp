@@ -1,7 +1,6 @@
 #pragma once
 // Falsification: projected gradient descent (PGD) on the property's violation margin, and the
 // concrete check every counterexample passes before "sat" is reported.
-#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -11,6 +10,7 @@
 #include "distcrown/bab/objective.hpp"
 #include "distcrown/graph/bound_graph.hpp"
 #include "distcrown/io/vnnlib.hpp"
+#include "distcrown/util/deadline.hpp"
 
 namespace distcrown::bab {
 
@@ -31,8 +31,8 @@ struct AttackOptions {
   int steps = 100;
   double step_fraction = 0.1;  // initial step as a fraction of each input's box width
   uint64_t seed = 0;
-  /// Give up at this time.
-  std::optional<std::chrono::steady_clock::time_point> stop_at;
+  /// Give up once it has expired (checked between steps).
+  Deadline deadline;
 };
 
 /// PGD over the case's box minimising, for each disjunct, its margin (then the best); the

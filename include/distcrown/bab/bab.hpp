@@ -7,8 +7,10 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "distcrown/bab/attack.hpp"
+#include "distcrown/collective/communicator.hpp"
 #include "distcrown/util/deadline.hpp"
 
 namespace distcrown::bab {
@@ -22,6 +24,24 @@ constexpr auto enum_table(Branching) {
 }
 
 class Progress;
+
+/// The ranks one branch and bound runs on (docs/architecture.md, "Branch and bound across
+/// ranks"). The world's ranks form `groups` groups of world_size / groups consecutive ranks; the
+/// ranks of a group hold the same queue and bound the same domains together, the model sharded
+/// over `group` (FSDP) or replicated; the groups share one global queue: every round the
+/// `batch` worst domains over all groups are bounded, each group taking its share. Null
+/// communicators: one process.
+struct BabWorld {
+  collective::CommPtr world;
+  collective::CommPtr group;
+  int groups = 1;
+  [[nodiscard]] int world_size() const { return world ? world->size() : 1; }
+  [[nodiscard]] int world_rank() const { return world ? world->rank() : 0; }
+  [[nodiscard]] int group_size() const { return world_size() / groups; }
+  [[nodiscard]] int group_index() const { return world_rank() / group_size(); }
+  /// The rank that speaks for its group in the round exchange.
+  [[nodiscard]] bool group_leader() const { return world_rank() % group_size() == 0; }
+};
 
 struct BabOptions {
   /// Domains taken from the queue per round; their 2·batch children are bounded in one call.
@@ -43,6 +63,7 @@ struct BabOptions {
   /// Where the progress lines go when the caller keeps one Progress across phases (verify);
   /// null: a branch and bound with `progress` prints its own. Not owned.
   Progress* reporter = nullptr;
+  BabWorld world;
 };
 
 enum class BabStatus { kProved, kFalsified, kTimeout, kUnknown };
@@ -51,7 +72,9 @@ struct BabResult {
   BabStatus status = BabStatus::kUnknown;
   std::optional<Counterexample> counterexample;
   int64_t rounds = 0;
-  int64_t domains_bounded = 0;
+  int64_t domains_bounded = 0;  // over every group
+  std::vector<int64_t> domains_per_group;
+  int64_t domains_moved = 0;  // domains sent from one group to another
   int64_t max_queue = 0;
   double worst_value = 0;  // lowest domain value left (when not proved)
   std::string reason;      // why unknown

@@ -8,6 +8,8 @@
 // every tensor) and kept in a priority queue, worst bound first. Branching: BaBSR-style scores
 // (each unstable neuron's relaxation gap weighted by its A coefficient) or FSB (the best-scored
 // candidates' children bounded once, the split with the best worse child taken).
+#include <map>
+#include <optional>
 #include <vector>
 
 #include "distcrown/bab/bab.hpp"
@@ -49,11 +51,22 @@ at::Tensor split_domain_lower_bound(const BoundGraph& g, const InputBox& box, co
                                     const BabOptions& options = {},
                                     const BoundOptions& bound_options = {});
 
+/// Where a branch and bound starts: an α-CROWN run at the root (verify's, over every disjunct
+/// at once): its intermediate bounds (by node; every ReLU input's is needed) and, for this
+/// disjunct's rows, its output α (ReLU node -> [K, 1, *shape]).
+struct RootStart {
+  std::vector<std::optional<Interval>> intermediate;
+  std::map<int, at::Tensor> output_alpha;
+};
+
 /// Proves `objective` over the case's box, or finds a counterexample to any of `disjuncts` (all of
-/// the case's, for the attacks), or runs out of time/rounds.
+/// the case's, for the attacks), or runs out of time/rounds. Starts from `start`, or from its own
+/// α-CROWN at the root when null. Across ranks (options.world) every rank calls it together and
+/// gets the same result; `deadline` must then be agreed over the rank's group
+/// (Deadline::agreed_by), the rounds agreeing over the world themselves.
 BabResult relu_bab(const BoundGraph& g, const io::VnnlibCase& c, const Objective& objective,
                    const std::vector<Objective>& disjuncts, const BabOptions& options,
                    const Deadline& deadline, const BoundOptions& bound_options = {},
-                   ReluBabStats* stats = nullptr);
+                   ReluBabStats* stats = nullptr, const RootStart* start = nullptr);
 
 }  // namespace distcrown::bab

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "distcrown/bab/attack.hpp"
 #include "distcrown/bab/bab.hpp"
@@ -50,8 +51,14 @@ struct VerifyOptions {
 struct VerifyResult {
   Verdict verdict = Verdict::kUnknown;
   std::optional<Counterexample> counterexample;
-  std::string detail;  // how it was decided (attack, alpha-crown, bab rounds), or why not
-  int64_t domains_bounded = 0;
+  std::string detail;           // how it was decided (attack, alpha-crown, bab rounds), or why not
+  int64_t domains_bounded = 0;  // over every rank (distinct domains)
+  std::vector<int64_t> domains_per_group;
+  int64_t domains_moved = 0;
+  /// The lowest domain value left in the last branch and bound that did not prove its disjunct
+  /// (max_k (lb_k − rhs_k) < 0); none when every branch and bound proved or none ran.
+  std::optional<double> worst_bound;
+  double bab_seconds = 0;  // in branch and bound (after the attack and the root)
   double seconds = 0;
 };
 
@@ -59,7 +66,9 @@ struct VerifyResult {
 VerifyResult verify(const BoundGraph& g, const io::VnnlibProperty& property,
                     const VerifyOptions& options);
 
-/// Decides by `deadline` (options.timeout_s is not read): every phase stops at it (the attack
+/// Decides by `deadline` (options.timeout_s is not read; it is agreed over the ranks of
+/// options.bab.world, which all call verify together and get the same result): every phase
+/// stops at it (the attack
 /// between steps, CROWN and α-CROWN between nodes and iterations, branch and bound between
 /// rounds and inside their passes) and the answer is then `timeout`; a sat or unsat reached
 /// only after it is reported as `timeout` too. Progress lines (options.bab.progress) on stderr:

@@ -4,9 +4,11 @@
 // options) end with an agreement: every rank reports its error or "", all ranks learn the first
 // one, and all throw the same WorldError. Rank 0 prints it; everyone exits non-zero.
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "distcrown/collective/communicator.hpp"
+#include "distcrown/util/deadline.hpp"
 #include "distcrown/util/error.hpp"
 
 namespace distcrown::collective {
@@ -46,6 +48,10 @@ void run_agreed(Communicator& comm, Fn&& fn) {
 /// Collective: throws WorldError on every rank unless all ranks pass the same `fingerprint` of
 /// what they loaded (model, property, options).
 void check_same_inputs(Communicator& comm, const std::string& fingerprint);
+
+/// Agreement on Deadline::expired() over `comm`'s ranks (Deadline::agreed_by): each call is one
+/// host-side all-gather of a byte. Null for a single rank (nothing to agree on).
+std::shared_ptr<ExpiryAgreement> expiry_agreement(const CommPtr& comm);
 
 /// 64-bit FNV-1a of some bytes, hex; for fingerprints of files and options.
 std::string fingerprint(const std::string& bytes);

@@ -50,6 +50,9 @@ class Communicator {
   virtual void barrier() = 0;
   /// Host-side control message: every rank's string, in rank order (not counted in stats).
   [[nodiscard]] virtual std::vector<std::string> all_gather_strings(const std::string& s) = 0;
+  /// Collective: the ranks that pass the same `color` form a new communicator of the same
+  /// backend, ranked in this one's order (MPI_Comm_split). The branch and bound's domain groups.
+  [[nodiscard]] virtual std::shared_ptr<Communicator> split(int color) = 0;
 
   [[nodiscard]] const CommStats& stats() const { return stats_; }
   void reset_stats() { stats_ = {}; }

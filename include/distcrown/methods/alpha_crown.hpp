@@ -16,7 +16,6 @@
 // side's, so a two-sided run's lower bounds can differ from a lower-only run's. Every iteration's
 // bounds are sound, so the result is the elementwise best over the iterations — never looser than
 // CROWN (iteration 0 is CROWN).
-#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -28,6 +27,7 @@
 #include "distcrown/graph/bound_graph.hpp"
 #include "distcrown/methods/options.hpp"
 #include "distcrown/methods/relaxation_hook.hpp"
+#include "distcrown/util/deadline.hpp"
 
 namespace distcrown {
 
@@ -41,8 +41,9 @@ struct AlphaOptions {
   /// improve the summed bound); -1: iterations / 2 (auto_LiRPA's start_save_best 0.5). Fixing it
   /// makes a run with fewer iterations follow a prefix of a longer run's path.
   int save_reference_after = -1;
-  /// Stop optimising at this time (the best bounds so far are returned).
-  std::optional<std::chrono::steady_clock::time_point> stop_at;
+  /// Stop optimising once it has expired (checked between iterations; the best bounds so far
+  /// are returned). With an agreement (Deadline::agreed_by) every rank stops at the same one.
+  Deadline deadline;
 };
 
 /// The α tensors, created on first use from the node's CROWN slopes.

@@ -10,6 +10,7 @@
 // inside a long pass.
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 
 #include "distcrown/util/error.hpp"
@@ -21,6 +22,25 @@ namespace distcrown {
 class DeadlineReached : public Error {
  public:
   DeadlineReached() : Error("deadline reached") {}
+};
+
+/// Makes Deadline::expired() collective over processes that run the same steps in step (the
+/// ranks of one model-parallel group, or every rank while all run the same phase): each call is
+/// one agreement, true on every process as soon as it is true on one, so no process leaves a
+/// computation whose collectives the others are still waiting in. Implemented over a
+/// Communicator (collective/agreement.hpp).
+class ExpiryAgreement {
+ public:
+  ExpiryAgreement() = default;
+  ExpiryAgreement(const ExpiryAgreement&) = delete;
+  ExpiryAgreement& operator=(const ExpiryAgreement&) = delete;
+  ExpiryAgreement(ExpiryAgreement&&) = delete;
+  ExpiryAgreement& operator=(ExpiryAgreement&&) = delete;
+  virtual ~ExpiryAgreement() = default;
+  /// Collective: true on every process when `local` is true on any. A call that is not `exact`
+  /// (a checkpoint's) may be answered false without communicating — every process skips the
+  /// same calls — so that checkpoints a few microseconds apart do not each cost a round trip.
+  virtual bool any(bool local, bool exact) = 0;
 };
 
 class Deadline {
@@ -42,7 +62,15 @@ class Deadline {
   [[nodiscard]] double elapsed() const {
     return std::chrono::duration<double>(Clock::now() - start_).count();
   }
-  [[nodiscard]] bool expired() const { return seconds_ > 0 && elapsed() >= seconds_; }
+  /// Past the deadline; with an agreement (agreed_by), past it on some process of the
+  /// agreement, and then a collective call that every one of them must make at the same step.
+  [[nodiscard]] bool expired() const { return expired(true); }
+  /// The same deadline, whose expired() is agreed by `agreement` (null: local again).
+  [[nodiscard]] Deadline agreed_by(std::shared_ptr<ExpiryAgreement> agreement) const {
+    Deadline d = *this;
+    d.agreement_ = std::move(agreement);
+    return d;
+  }
   [[nodiscard]] double seconds() const { return seconds_; }
   /// The moment it expires; none without a limit.
   [[nodiscard]] std::optional<Clock::time_point> stop_at() const {
@@ -50,14 +78,21 @@ class Deadline {
     return start_ +
            std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds_));
   }
-  /// Throws DeadlineReached once expired.
+  /// Throws DeadlineReached once expired; agreed only every few calls (ExpiryAgreement::any).
   void check() const {
-    if (expired()) throw DeadlineReached();
+    if (expired(false)) throw DeadlineReached();
   }
 
  private:
+  [[nodiscard]] bool expired(bool exact) const {
+    if (seconds_ <= 0) return false;  // every process has the same length: no call to agree on
+    const bool local = elapsed() >= seconds_;
+    return agreement_ ? agreement_->any(local, exact) : local;
+  }
+
   Clock::time_point start_ = Clock::now();
   double seconds_ = 0;
+  std::shared_ptr<ExpiryAgreement> agreement_;  // shared by the copies handed to each phase
 };
 
 /// Called at every checkpoint; an implementation decides itself whether to act (e.g. print a

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Branch and bound across ranks (issue 14): `distcrown verify --deterministic --max-rounds R`
+on a property that alpha-CROWN does not prove, at several (ranks P, domain groups G, sharding)
+layouts, one layout at a time. Prints, per layout, the verdict, the domains bounded (the same at
+every layout: deterministic), the seconds spent in branch and bound (from the report), the
+throughput (domains bounded per second of branch and bound), its ratio to (1, 1), the domains
+moved between groups and the largest per-rank peak resident memory.
+
+  python3 benchmarks/bench_bab_parallel.py                       # mnist_256x6, 8 rounds, batch 64
+  python3 benchmarks/bench_bab_parallel.py --rounds 4 --batch 128 --layouts 1,1,none 2,2,none
+
+Exit status 1 when a layout's verdict or domain count differs from the first layout's.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_LAYOUTS = ["1,1,none", "2,2,none", "2,1,fsdp", "4,4,none", "4,2,fsdp"]
+
+
+def run(args, layout, repeat):
+    ranks, groups, shard = layout.split(",")
+    reports = []
+    for _ in range(repeat):
+        with tempfile.TemporaryDirectory() as tmp:
+            report = os.path.join(tmp, "report.json")
+            cmd = [args.binary, "verify", "--model", args.model, "--vnnlib", args.spec,
+                   "--deterministic", "--max-rounds", str(args.rounds), "--bab-batch-size",
+                   str(args.batch), "--timeout", "0", "--quiet", "--domain-groups", groups,
+                   "--shard", shard, "--report", report]
+            if ranks != "1":
+                cmd = ["mpirun", "--oversubscribe", "-np", ranks] + cmd
+            env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+            subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+            with open(report) as f:
+                reports.append(json.load(f))
+    return reports
+
+
+def main():
+    fixtures = os.path.join(ROOT, "..", "shared", "fixtures")
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--binary", default=os.path.join(ROOT, "build", "bin", "distcrown"))
+    ap.add_argument("--model", default=os.path.join(fixtures, "models", "mnist_256x6.onnx"))
+    ap.add_argument("--spec", default=os.path.join(fixtures, "specs", "mnist_prop_2_0.05.vnnlib"))
+    ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--repeat", type=int, default=1, help="runs per layout (medians reported)")
+    ap.add_argument("--layouts", nargs="+", default=DEFAULT_LAYOUTS, help="P,G,shard ...")
+    args = ap.parse_args()
+
+    print(f"model {os.path.basename(args.model)}, spec {os.path.basename(args.spec)}, "
+          f"{args.rounds} rounds per disjunct, batch {args.batch}, --deterministic")
+    print(f"{'P':>2} {'G':>2} {'shard':>5} {'result':>8} {'domains':>8} {'bab s':>7} "
+          f"{'dom/s':>8} {'vs 1,1':>7} {'moved':>6} {'peak MB':>8}")
+    base = None
+    first = None
+    ok = True
+    for layout in args.layouts:
+        reps = run(args, layout, args.repeat)
+        r = reps[0]
+        seconds = statistics.median(x["bab_time_s"] for x in reps)
+        rate = r["domains_bounded"] / seconds if seconds > 0 else float("nan")
+        base = base or rate
+        first = first or r
+        if (r["result"], r["domains_bounded"]) != (first["result"], first["domains_bounded"]):
+            ok = False
+        ranks, groups, shard = layout.split(",")
+        peak = max(x["memory"]["peak_bytes"] for x in reps) / 1e6
+        print(f"{ranks:>2} {groups:>2} {shard:>5} {r['result']:>8} {r['domains_bounded']:>8} "
+              f"{seconds:>7.2f} {rate:>8.1f} {rate / base:>6.2f}x {r['domains_moved']:>6} "
+              f"{peak:>8.0f}")
+    if not ok:
+        print("error: layouts disagree on the verdict or the number of domains", file=sys.stderr)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
