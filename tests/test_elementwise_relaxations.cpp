@@ -4,7 +4,9 @@
 // lies below resp. above f on the whole interval, in float32 and float64. S-shaped: zero-width
 // intervals, intervals straddling the inflection point, one-sided and saturated ones, and intervals
 // beyond the tangent table (|bound| > 500, where auto_LiRPA's fallback tangent is not sound).
-// Convex: zero width, narrow and very wide intervals, near the domain's edge.
+// Convex: zero width, narrow and very wide intervals, near the domain's edge. Sin and Cos (ops/
+// trig.cpp): narrow and zero-width intervals, each curvature, across the inflection, around one
+// extremum, around both, a whole period and several, far from 0; and IBP exact on each of them.
 #include <algorithm>
 #include <cmath>
 #include <ostream>
@@ -47,6 +49,16 @@ const Intervals kOddPowIntervals = {
     {-2.1, 1}, {-1.9, 1}, {-0.001, 0.002}, {0, 5},        {-5, 0}};
 const Intervals kSqrtIntervals = {{0, 0},      {0, 1},   {4, 4},   {1e-6, 1e-6}, {0.5, 2},
                                   {1e-3, 100}, {0, 1e4}, {50, 51}, {1e-8, 1e-3}};
+
+// Sin / Cos: points, narrow, one curvature, across an inflection (0, π), around a maximum (π/2,
+// for Cos 0) or a minimum (3π/2, for Cos π), around both, just under and just over a period,
+// several periods, far from 0 (float32 spacing ~1e-4 at 1000).
+const Intervals kTrigIntervals = {
+    {0, 0},       {1, 1},       {-2, -2},   {1e-7, 2e-7},      {0.2, 0.3},    {0.1, 1.4},
+    {-1.4, -0.1}, {-0.3, 0.4},  {2.8, 3.5}, {-1.5707, 1.5707}, {1, 2},        {4, 5},
+    {-0.5, 0.5},  {2.5, 3.8},   {1.6, 3.0}, {-0.2, 1.5},       {-1.5, 4.6},   {0, 6.2},
+    {0, 6.3},     {-3, 3},      {-10, 10},  {100, 101.5},      {-1000, -998}, {-20, 1},
+    {5.5, 7.5},   {-7.9, -7.7}, {0.7, 3.9}};
 
 struct OpIntervals {
   std::string op;
@@ -163,14 +175,27 @@ TEST_P(Relaxation, InitialParametersGiveCrownsLines) {
   op.project_relaxation_params(alpha, pre);
   const Lines crown = lines_of(op, pre, {});
   const Lines with_init = lines_of(op, pre, {alpha[0], alpha[1], {}, {}});
-  // Equal up to rounding: the per-row tensors take other vectorised paths through tanh.
+  // Equal up to rounding: the per-row tensors take other vectorised paths through tanh, and Sin /
+  // Cos store a slope k as asin(k) (sin(asin(k)) rounds). The lines are compared by their slopes
+  // and their values at l and u, to 1e-6 of the terms k·x and b: an intercept alone moves by
+  // Δk·x* for a slope rounded by Δk far from 0 (x* ≈ −1000), while the line barely moves on
+  // [l, u].
   const auto same = [](const at::Tensor& a, const at::Tensor& b) {
     return at::allclose(a, b, 1e-6, 1e-7);
   };
   EXPECT_TRUE(same(crown.lower_k, with_init.lower_k));
-  EXPECT_TRUE(same(crown.lower_b, with_init.lower_b));
   EXPECT_TRUE(same(crown.upper_k, with_init.upper_k));
-  EXPECT_TRUE(same(crown.upper_b, with_init.upper_b));
+  const auto same_values = [&](const at::Tensor& k1, const at::Tensor& b1, const at::Tensor& k2,
+                               const at::Tensor& b2, const std::string& what) {
+    for (const at::Tensor& x : {pre.lower[0], pre.upper[0]}) {
+      const at::Tensor tol = 1e-6 * at::maximum((k1 * x).abs(), b1.abs()) + 1e-7;
+      const at::Tensor diff = (k1 * x + b1 - (k2 * x + b2)).abs();
+      EXPECT_TRUE((diff <= tol).all().item<bool>())
+          << what << ": max difference " << diff.max().item<double>();
+    }
+  };
+  same_values(crown.lower_k, crown.lower_b, with_init.lower_k, with_init.lower_b, "lower line");
+  same_values(crown.upper_k, crown.upper_b, with_init.upper_k, with_init.upper_b, "upper line");
 }
 
 // Whatever values the optimiser gives the tangent points, projection keeps every line sound.
@@ -201,8 +226,57 @@ INSTANTIATE_TEST_SUITE_P(
         OpIntervals{"Exp", kExpIntervals}, OpIntervals{"Reciprocal", kReciprocalIntervals},
         OpIntervals{"Pow", kEvenPowIntervals, 2}, OpIntervals{"Pow", kEvenPowIntervals, 4},
         OpIntervals{"Pow", kOddPowIntervals, 3}, OpIntervals{"Pow", kOddPowIntervals, 5},
-        OpIntervals{"Sqrt", kSqrtIntervals}, OpIntervals{"Erf", kSShapedIntervals}),
+        OpIntervals{"Sqrt", kSqrtIntervals}, OpIntervals{"Erf", kSShapedIntervals},
+        OpIntervals{"Sin", kTrigIntervals}, OpIntervals{"Cos", kTrigIntervals}),
     [](const ::testing::TestParamInfo<OpIntervals>& i) { return i.param.name(); });
+
+// Sin / Cos IBP is the true minimum and maximum over each interval: within 1e-6 of those of
+// 200001 evenly spaced points (5e-6·width apart, so they miss an extremum's value by at most
+// 3e-12·width², < 2e-9 here), never inside them. An IBP taking only f(l) and f(u) fails on every
+// interval that holds an extremum ([1, 2] holds sin's maximum π/2: max(sin 1, sin 2) = 0.909).
+TEST(TrigIbp, ExactMinimumAndMaximumOverEachInterval) {
+  c10::NoGradGuard no_grad;
+  for (const std::string op : {"Sin", "Cos"}) {
+    const Interval pre = edge_intervals(kTrigIntervals, at::kDouble);
+    const int64_t n = pre.lower.size(1);
+    BoundGraph g = one_op_graph(op, n);
+    g.to_dtype(at::kDouble);
+    const Interval* in[] = {&pre};
+    const Interval y = g.node(1).op->ibp(in);
+    const at::Tensor t = at::linspace(0, 1, 200001, at::kDouble).unsqueeze(1);
+    const at::Tensor x = at::minimum(pre.lower + (pre.upper - pre.lower) * t, pre.upper);
+    const at::Tensor fx = g.forward(x);  // [200001, n]
+    const at::Tensor lo = std::get<0>(fx.min(0));
+    const at::Tensor hi = std::get<0>(fx.max(0));
+    for (int64_t j = 0; j < n; ++j) {
+      const auto [l, u] = kTrigIntervals[size_t(j)];
+      EXPECT_LE(y.lower[0][j].item<double>(), lo[j].item<double>() + 1e-12)
+          << op << " lower [" << l << ", " << u << "]";
+      EXPECT_GE(y.upper[0][j].item<double>(), hi[j].item<double>() - 1e-12)
+          << op << " upper [" << l << ", " << u << "]";
+      EXPECT_NEAR(y.lower[0][j].item<double>(), lo[j].item<double>(), 1e-6)
+          << op << " lower not exact on [" << l << ", " << u << "]";
+      EXPECT_NEAR(y.upper[0][j].item<double>(), hi[j].item<double>(), 1e-6)
+          << op << " upper not exact on [" << l << ", " << u << "]";
+    }
+  }
+  // Named cases: sin on [1, 2] reaches 1 at π/2, on [4, 5] −1 at 3π/2; cos on [−0.5, 0.5]
+  // reaches 1 at 0, on [2.5, 3.8] −1 at π; a period or more gives [−1, 1].
+  const auto ibp_of = [](const std::string& op, double l, double u) {
+    const BoundGraph g = one_op_graph(op, 1);
+    const Interval pre{at::tensor({l}, at::kDouble).reshape({1, 1}),
+                       at::tensor({u}, at::kDouble).reshape({1, 1})};
+    const Interval* in[] = {&pre};
+    const Interval y = g.node(1).op->ibp(in);
+    return std::pair{y.lower.item<double>(), y.upper.item<double>()};
+  };
+  EXPECT_EQ(ibp_of("Sin", 1, 2).second, 1.0);
+  EXPECT_EQ(ibp_of("Sin", 4, 5).first, -1.0);
+  EXPECT_EQ(ibp_of("Cos", -0.5, 0.5).second, 1.0);
+  EXPECT_EQ(ibp_of("Cos", 2.5, 3.8).first, -1.0);
+  EXPECT_EQ(ibp_of("Sin", -20, 1), std::pair(-1.0, 1.0));
+  EXPECT_EQ(ibp_of("Cos", 100, 107), std::pair(-1.0, 1.0));
+}
 
 // Reciprocal is defined here for positive inputs only: an interval reaching 0 is an error, never
 // a bound.

@@ -13,6 +13,7 @@ namespace distcrown::ops {
   FAMILY(s_shaped)  /* Sigmoid, Tanh, Erf */                                     \
   FAMILY(convex)    /* Exp, Reciprocal */                                        \
   FAMILY(power)     /* Pow (constant exponent), Sqrt */                          \
+  FAMILY(trig)      /* Sin, Cos */                                               \
   FAMILY(layernorm) /* LayerNormalization */                                     \
   FAMILY(gelu)      /* Gelu */                                                   \
   FAMILY(conv)      /* Conv */                                                   \

@@ -14,43 +14,27 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "distcrown/graph/bound_graph.hpp"
 #include "distcrown/ops/convex.hpp"
-#include "distcrown/ops/monotone.hpp"
 #include "distcrown/util/error.hpp"
-#include "elementwise_lines.hpp"
+#include "tangent_point.hpp"
 
 namespace distcrown::ops {
 namespace {
 
 enum class Convex { kExp, kReciprocal };
 
-class BoundConvex final : public MonotoneElementwise {
+class BoundConvex final : public TangentPointElementwise {
  public:
-  explicit BoundConvex(Convex f, double input_floor = 0)
-      : MonotoneElementwise(f == Convex::kExp ? Direction::kNonDecreasing
-                                              : Direction::kNonIncreasing),
-        f_(f),
-        floor_(input_floor) {}
+  explicit BoundConvex(Convex f, std::optional<double> input_floor = std::nullopt)
+      : TangentPointElementwise(
+            f == Convex::kExp ? Direction::kNonDecreasing : Direction::kNonIncreasing, input_floor),
+        f_(f) {}
   std::string op_type() const override { return f_ == Convex::kExp ? "Exp" : "Reciprocal"; }
   at::Tensor apply(const at::Tensor& x) const override {
     return f_ == Convex::kExp ? at::exp(x) : at::reciprocal(x);
-  }
-  OpTraits traits() const override {
-    return {.elementwise = true, .needs_input_bounds = true, .relaxation_params = true};
-  }
-
-  Interval ibp(std::span<const Interval* const> x) const override {
-    const Interval in = floored(*x[0]);
-    require_domain(in);
-    const Interval* args[] = {&in};
-    return MonotoneElementwise::ibp(args);
-  }
-
-  std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> bounds,
-                               BiasPair& bias) const override {
-    return backward_relaxed(a, bounds, bias, RelaxParams{});
   }
 
   double known_floor(std::span<const double> in) const override {
@@ -58,32 +42,8 @@ class BoundConvex final : public MonotoneElementwise {
     return std::numeric_limits<double>::quiet_NaN();
   }
 
-  at::Tensor initial_relaxation_params(const Interval& given) const override {
-    const Interval in = floored(given);
-    return (in.lower + in.upper) / 2;  // [B, *shape], as auto_LiRPA initialises its α
-  }
-
-  void project_relaxation_params(at::Tensor& alpha, const Interval& given) const override {
-    const Interval in = floored(given);
-    alpha.copy_(at::minimum(at::maximum(alpha, in.lower), in.upper));
-  }
-
-  std::vector<BoundA> backward_relaxed(const BoundA& a, std::span<const Interval* const> bounds,
-                                       BiasPair& bias, const RelaxParams& p) const override {
-    const Interval pre = floored(*bounds[0]);
-    require_domain(pre);
-    return {relax_elementwise(a, bias, p.alpha_l, p.alpha_u,
-                              [&](const at::Tensor& t) { return lines(pre, t); })};
-  }
-
  private:
-  // The input bounds clamped at the known floor (unchanged without one).
-  [[nodiscard]] Interval floored(const Interval& in) const {
-    if (floor_ <= 0) return in;
-    return {in.lower.clamp_min(floor_), in.upper.clamp_min(floor_)};
-  }
-
-  void require_domain(const Interval& in) const {
+  void require_domain(const Interval& in) const override {
     if (f_ == Convex::kReciprocal && !(in.lower > 0).all().item<bool>()) {
       throw NumericError("Reciprocal of an input interval that reaches 0 or below (lower bound " +
                          std::to_string(in.lower.min().item<double>()) +
@@ -92,7 +52,7 @@ class BoundConvex final : public MonotoneElementwise {
   }
 
   // Tangent at t ([B, *shape] or [rows, B, *shape], projected) or CROWN's point when undefined.
-  ElementwiseLines lines(const Interval& pre, const at::Tensor& t_given) const {
+  ElementwiseLines lines(const Interval& pre, const at::Tensor& t_given) const override {
     const at::Tensor& l = pre.lower;
     const at::Tensor& u = pre.upper;
     ElementwiseLines out;
@@ -121,7 +81,6 @@ class BoundConvex final : public MonotoneElementwise {
   }
 
   Convex f_;
-  double floor_;  // a known lower bound of the input (Reciprocal), 0 when none
 };
 
 template <Convex F>
@@ -138,7 +97,9 @@ Value lower_convex(LoweringContext& ctx) {
 NodePtr make_exp() { return std::make_unique<BoundConvex>(Convex::kExp); }
 NodePtr make_reciprocal() { return std::make_unique<BoundConvex>(Convex::kReciprocal); }
 NodePtr make_reciprocal_at_least(double input_floor) {
-  return std::make_unique<BoundConvex>(Convex::kReciprocal, input_floor);
+  // A floor ≤ 0 says nothing Reciprocal's domain check does not.
+  return std::make_unique<BoundConvex>(Convex::kReciprocal,
+                                       input_floor > 0 ? std::optional(input_floor) : std::nullopt);
 }
 NodePtr make_reciprocal_of(double known_floor) {
   // Shrunk by 1e-6 (relative) so float rounding of the input never falls below it.

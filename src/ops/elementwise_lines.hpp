@@ -1,8 +1,11 @@
 #pragma once
 // Linear bounds k·x + b on an elementwise y = f(x), per neuron, and the CROWN step through them:
 // the shared core of the nonlinear elementwise operators whose relaxation is a pair of lines
-// (s_shaped.cpp: Sigmoid, Tanh; convex.cpp: Exp, Reciprocal). Internal to ops/.
+// (s_shaped.cpp: Sigmoid, Tanh, Erf; convex.cpp: Exp, Reciprocal; power.cpp: Pow, Sqrt;
+// trig.cpp: Sin, Cos). Internal to ops/.
 #include <ATen/ATen.h>
+
+#include <utility>
 
 #include "distcrown/bounds/interval.hpp"
 
@@ -13,6 +16,20 @@ namespace distcrown::ops {
 struct ElementwiseLines {
   at::Tensor lower_k, lower_b, upper_k, upper_b;
 };
+
+/// The chord of f on [l, u] (f(l) = fl, f(u) = fu): slope and intercept, per neuron. The slope is
+/// (fu − fl)/(u − l) with u − l clamped at 1e-8, so 0 where l = u (the constant f(l)).
+inline std::pair<at::Tensor, at::Tensor> chord(const at::Tensor& l, const at::Tensor& u,
+                                               const at::Tensor& fl, const at::Tensor& fu) {
+  const at::Tensor k = (fu - fl) / (u - l).clamp_min(1e-8);
+  return {k, fl - k * l};
+}
+
+/// The tangent of f at t (f(t) = ft, f'(t) = dft): slope and intercept, per neuron.
+inline std::pair<at::Tensor, at::Tensor> tangent_line(const at::Tensor& t, const at::Tensor& ft,
+                                                      const at::Tensor& dft) {
+  return {dft, ft - dft * t};
+}
 
 /// One side of the CROWN step: A [S, B, *shape] -> A⁺·k_pos + A⁻·k_neg, adding
 /// A⁺·b_pos + A⁻·b_neg into `bias` ([S, B]). The lower side passes the lower line as `pos`, the

@@ -31,23 +31,16 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "distcrown/graph/bound_graph.hpp"
-#include "distcrown/ops/monotone.hpp"
 #include "distcrown/ops/power.hpp"
 #include "distcrown/util/error.hpp"
-#include "elementwise_lines.hpp"
+#include "tangent_point.hpp"
 
 namespace distcrown::ops {
 namespace {
-
-// Chord slope and intercept of f on [l, u] (slope 0 where l = u: the constant f(l)).
-std::pair<at::Tensor, at::Tensor> chord(const at::Tensor& l, const at::Tensor& u,
-                                        const at::Tensor& fl, const at::Tensor& fu) {
-  const at::Tensor k = (fu - fl) / (u - l).clamp_min(1e-8);
-  return {k, fl - k * l};
-}
 
 // The negative root of x^n − n·x + (n − 1) for odd n ≥ 3: it lies in (−4, −1) (the polynomial is
 // positive on [−1, 0] and increasing below −1).
@@ -154,10 +147,7 @@ class BoundPow final : public BoundNode {
     const int64_t dim = tp.defined() ? 1 : 0;
     const at::Tensor t_lo = points.select(dim, kLowerPoint);
     const at::Tensor t_up = points.select(dim, kUpperPoint);
-    const auto tangent = [this](const at::Tensor& t) {
-      const at::Tensor k = df(t);
-      return std::pair{k, f(t) - k * t};
-    };
+    const auto tangent = [this](const at::Tensor& t) { return tangent_line(t, f(t), df(t)); };
     const auto [ck, cb] = chord(l, u, f(l), f(u));
     const auto [lk, lb] = tangent(t_lo);
     ElementwiseLines out;
@@ -188,58 +178,19 @@ class BoundPow final : public BoundNode {
 
 constexpr double kSqrtMinPoint = 1e-12;
 
-class BoundSqrt final : public MonotoneElementwise {
+class BoundSqrt final : public TangentPointElementwise {
  public:
-  explicit BoundSqrt(double input_floor = -1)
-      : MonotoneElementwise(Direction::kNonDecreasing), floor_(input_floor) {}
+  explicit BoundSqrt(std::optional<double> input_floor = std::nullopt)
+      : TangentPointElementwise(Direction::kNonDecreasing, input_floor) {}
   std::string op_type() const override { return "Sqrt"; }
   at::Tensor apply(const at::Tensor& x) const override { return at::sqrt(x); }
-  OpTraits traits() const override {
-    return {.elementwise = true, .needs_input_bounds = true, .relaxation_params = true};
-  }
-
-  Interval ibp(std::span<const Interval* const> x) const override {
-    const Interval in = floored(*x[0]);
-    require_domain(in);
-    const Interval* args[] = {&in};
-    return MonotoneElementwise::ibp(args);
-  }
-
-  std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> bounds,
-                               BiasPair& bias) const override {
-    return backward_relaxed(a, bounds, bias, RelaxParams{});
-  }
 
   double known_floor(std::span<const double> in) const override {
-    return std::sqrt(std::max({in[0] >= 0 ? in[0] : 0.0, floor_, 0.0}));
-  }
-
-  at::Tensor initial_relaxation_params(const Interval& given) const override {
-    const Interval in = floored(given);
-    return (in.lower + in.upper) / 2;  // [B, *shape], as auto_LiRPA initialises its α
-  }
-
-  void project_relaxation_params(at::Tensor& alpha, const Interval& given) const override {
-    const Interval in = floored(given);
-    alpha.copy_(at::minimum(at::maximum(alpha, in.lower), in.upper));
-  }
-
-  std::vector<BoundA> backward_relaxed(const BoundA& a, std::span<const Interval* const> bounds,
-                                       BiasPair& bias, const RelaxParams& p) const override {
-    const Interval pre = floored(*bounds[0]);
-    require_domain(pre);
-    return {relax_elementwise(a, bias, p.alpha_l, p.alpha_u,
-                              [&](const at::Tensor& t) { return lines(pre, t); })};
+    return std::sqrt(std::max({in[0] >= 0 ? in[0] : 0.0, input_floor().value_or(-1.0), 0.0}));
   }
 
  private:
-  // The input bounds clamped at the known floor (unchanged without one).
-  [[nodiscard]] Interval floored(const Interval& in) const {
-    if (floor_ < 0) return in;
-    return {in.lower.clamp_min(floor_), in.upper.clamp_min(floor_)};
-  }
-
-  static void require_domain(const Interval& in) {
+  void require_domain(const Interval& in) const override {
     if (!(in.lower >= 0).all().item<bool>()) {
       throw NumericError("Sqrt of an input interval that reaches below 0 (lower bound " +
                          std::to_string(in.lower.min().item<double>()) +
@@ -247,7 +198,7 @@ class BoundSqrt final : public MonotoneElementwise {
     }
   }
 
-  ElementwiseLines lines(const Interval& pre, const at::Tensor& t_given) const {
+  ElementwiseLines lines(const Interval& pre, const at::Tensor& t_given) const override {
     const at::Tensor& l = pre.lower;
     const at::Tensor& u = pre.upper;
     const at::Tensor t = (t_given.defined() ? t_given : (l + u) / 2).clamp_min(kSqrtMinPoint);
@@ -258,8 +209,6 @@ class BoundSqrt final : public MonotoneElementwise {
     std::tie(out.lower_k, out.lower_b) = chord(l, u, at::sqrt(l), at::sqrt(u));
     return out;
   }
-
-  double floor_;  // a known lower bound ≥ 0 of the input, −1 when none
 };
 
 // Pow(x, p) with p a constant scalar (or a tensor of one value).

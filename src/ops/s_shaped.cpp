@@ -202,8 +202,7 @@ class BoundSShaped final : public MonotoneElementwise {
     const at::Tensor& u = pre.upper;
     const at::Tensor yl = apply(l);
     const at::Tensor yu = apply(u);
-    const at::Tensor chord_k = (yu - yl) / (u - l).clamp_min(1e-8);
-    const at::Tensor chord_b = yl - chord_k * l;
+    const auto [chord_k, chord_b] = chord(l, u, yl, yu);
     const at::Tensor pos = l >= 0;
     const at::Tensor neg = u <= 0;
     const at::Tensor both = (pos | neg).logical_not();
@@ -223,8 +222,7 @@ class BoundSShaped final : public MonotoneElementwise {
       t_bu = r.d_upper.point;
     }
     const auto tangent = [this](const at::Tensor& t) {
-      const at::Tensor k = s_slope(s_, t);
-      return std::pair{k, apply(t) - k * t};
+      return tangent_line(t, apply(t), s_slope(s_, t));
     };
     const at::Tensor zero = at::zeros_like(l);
     // Lower line. With l = u = 0 both `pos` and `neg` hold: the tangent (exact there) wins.
