@@ -142,21 +142,26 @@ nlohmann::json run_facts(const RunOptions& a, collective::Communicator& world,
                          const collective::Communicator& group, const bab::VerifyResult& r) {
   const collective::CommStats mine = group.stats();
   const std::string text = std::to_string(peak_resident_bytes()) + " " +
+                           std::to_string(memory::peak_bytes()) + " " +
                            std::to_string(mine.calls) + " " + std::to_string(mine.bytes) + " " +
                            std::to_string(mine.time_s);
   nlohmann::json ranks = nlohmann::json::array();
   int64_t peak = 0;
+  int64_t peak_tensors = 0;
   collective::CommStats total;
   for (const std::string& t : world.all_gather_strings(text)) {
     std::istringstream in(t);
     int64_t bytes = 0;
+    int64_t tensors = 0;
     collective::CommStats c;
-    in >> bytes >> c.calls >> c.bytes >> c.time_s;
+    in >> bytes >> tensors >> c.calls >> c.bytes >> c.time_s;
     peak = std::max(peak, bytes);
+    peak_tensors = std::max(peak_tensors, tensors);
     total.calls += c.calls;
     total.bytes += c.bytes;
     total.time_s = std::max(total.time_s, c.time_s);
-    ranks.push_back({{"rank", ranks.size()}, {"peak_bytes", bytes}});
+    ranks.push_back(
+        {{"rank", ranks.size()}, {"peak_bytes", bytes}, {"peak_tensor_bytes", tensors}});
   }
   nlohmann::json j;
   j["world_size"] = world.size();
@@ -169,7 +174,7 @@ nlohmann::json run_facts(const RunOptions& a, collective::Communicator& world,
   j["domains_moved"] = r.domains_moved;
   j["bab_time_s"] = r.bab_seconds;
   j["worst_bound"] = r.worst_bound ? nlohmann::json(*r.worst_bound) : nlohmann::json();
-  j["memory"] = {{"peak_bytes", peak}, {"ranks", ranks}};
+  j["memory"] = {{"peak_bytes", peak}, {"peak_tensor_bytes", peak_tensors}, {"ranks", ranks}};
   // Collectives of the model's sharding within the groups, summed over the ranks (the round
   // exchanges are host messages, not counted).
   j["comm"] = {{"calls", total.calls}, {"bytes", total.bytes}, {"time_s", total.time_s}};
