@@ -721,19 +721,20 @@ TEST(ReluBab, DeterministicRunsAgree) {
   EXPECT_EQ(a.max_queue, b.max_queue);
 }
 
+// The minimum of a 2-input, 1-output network on a 401 x 401 grid of [-1, 1]² (spacing 0.005).
+double grid_minimum(const BoundGraph& g) {
+  const at::Tensor g1 = at::linspace(-1.0, 1.0, 401, at::kDouble);
+  const auto mesh = at::meshgrid({g1, g1}, "ij");
+  const at::Tensor grid = at::stack({mesh[0].reshape({-1}), mesh[1].reshape({-1})}, 1);
+  c10::NoGradGuard no_grad;
+  return g.forward(grid.to(g.dtype())).min().item<double>();
+}
+
 TEST(InputBab, ProvesWhatCrownCannot) {
   const std::vector<Layer> layers = random_layers({2, 16, 16, 1}, 9);
   Net net = build(layers, at::kDouble);
   const InputBox box{at::full({1, 2}, -1.0, at::kDouble), at::full({1, 2}, 1.0, at::kDouble)};
-  // Minimum on a 401 x 401 grid (spacing 0.005).
-  const at::Tensor g1 = at::linspace(-1.0, 1.0, 401, at::kDouble);
-  const auto mesh = at::meshgrid({g1, g1}, "ij");
-  const at::Tensor grid = at::stack({mesh[0].reshape({-1}), mesh[1].reshape({-1})}, 1);
-  double minimum = 0;
-  {
-    c10::NoGradGuard no_grad;
-    minimum = net.graph.forward(grid).min().item<double>();
-  }
+  const double minimum = grid_minimum(net.graph);
   const double crown = compute_bounds(net.graph, box, Method::kCrown).lower.item<double>();
   const double rhs = crown + 0.5 * (minimum - crown);
   ASSERT_LT(crown, rhs) << "CROWN proves it at the root";
@@ -861,14 +862,7 @@ TEST(InputBab, FindsACounterexampleInASmallRegion) {
   const std::vector<Layer> layers = random_layers({2, 16, 16, 1}, 9);
   Net net = build(layers, at::kDouble);
   const InputBox box{at::full({1, 2}, -1.0, at::kDouble), at::full({1, 2}, 1.0, at::kDouble)};
-  const at::Tensor g1 = at::linspace(-1.0, 1.0, 401, at::kDouble);
-  const auto mesh = at::meshgrid({g1, g1}, "ij");
-  const at::Tensor grid = at::stack({mesh[0].reshape({-1}), mesh[1].reshape({-1})}, 1);
-  double minimum = 0;
-  {
-    c10::NoGradGuard no_grad;
-    minimum = net.graph.forward(grid).min().item<double>();
-  }
+  const double minimum = grid_minimum(net.graph);
   const io::VnnlibProperty p = property_of(box, 1, {{{{{1.0}, minimum + 1e-4}}}});
   const auto objs = objectives(p.cases[0], 1, at::kDouble);
   bab::BabOptions o;
