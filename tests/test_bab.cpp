@@ -755,23 +755,18 @@ TEST(InputBab, ProvesWhatCrownCannot) {
   EXPECT_GE(b.rounds, 1);
 }
 
-// Two rows that a counterexample must both satisfy. Dimension 0 moves both rows the same way:
-// halving it lifts both on the upper half only, so the lower half keeps the box's value; halving
-// dimension 1 lifts one row on each half. The looseness |A|·radius prefers dimension 0 (the
-// heuristic before), the predicted gain dimension 1.
-TEST(InputSplitScore, PrefersTheSplitThatLiftsBothHalves) {
+// The split score is the looseness Σ_k |A_ki|·radius_i: neither the widest dimension (2) nor the
+// one with the largest coefficient of one row (0) but the one that adds the most to all rows (1).
+TEST(InputSplitScore, ChoosesTheDimensionThatAddsTheMostLooseness) {
   const auto d = at::TensorOptions().dtype(at::kDouble);
-  const at::Tensor A = at::tensor({1.0, 0.5, 0.0, 1.0, -0.5, 0.0}, d).reshape({1, 2, 3});
-  const at::Tensor gap = at::tensor({-0.3, -0.3}, d).reshape({1, 2});
-  const at::Tensor radius = at::tensor({0.5, 0.5, 0.5}, d).reshape({1, 3});
-  const at::Tensor score = bab::input_split_scores(A, gap, radius);
+  const at::Tensor A = at::tensor({3.0, 2.0, 0.1, 0.0, 2.0, 0.1}, d).reshape({1, 2, 3});
+  const at::Tensor radius = at::tensor({0.5, 0.5, 1.0}, d).reshape({1, 3});
+  const at::Tensor score = bab::input_split_scores(A, radius);
   EXPECT_EQ(score.argmax(1).item<int64_t>(), 1) << score;
-  EXPECT_EQ(((A.abs().sum(1) + 1e-9) * radius).argmax(1).item<int64_t>(), 0);
-  // The predicted gain of dimension 1: each half lifts one row by 0.5 · 0.5.
-  EXPECT_NEAR(score[0][1].item<double>() - bab::kLoosenessWeight * 0.5, 0.25, 1e-9);
-  // One row: no split lifts both halves; the looseness decides.
-  const at::Tensor one = bab::input_split_scores(A.slice(1, 0, 1), gap.slice(1, 0, 1), radius);
-  EXPECT_EQ(one.argmax(1).item<int64_t>(), 0) << one;
+  EXPECT_NEAR(score[0][1].item<double>(), 2.0, 1e-6);  // (2 + 2) · 0.5
+  // Dimensions no row depends on: the widest.
+  const at::Tensor flat = bab::input_split_scores(at::zeros({1, 2, 3}, d), radius);
+  EXPECT_EQ(flat.argmax(1).item<int64_t>(), 2) << flat;
 }
 
 // Records the A reaching the input in passes from `start`.

@@ -19,6 +19,9 @@ struct Box {
   double value = 0;
   int64_t split_dim = -1;  // where to halve it next (flat input index)
   int64_t id = 0;
+  // The linear lower bounds of the rows' margins from the last bounding pass over a box that
+  // contains this one, A·x + c: A [K, n], c [K], double; they clip the halves before bounding.
+  at::Tensor A, c;
 };
 
 // Stands for the value of a box whose clipped region is empty (no counterexample in it).
@@ -88,23 +91,48 @@ ClippedBoxes clip_to_violations(const at::Tensor& lower, const at::Tensor& upper
   return {at::where(empty.unsqueeze(1), lower, l), at::where(empty.unsqueeze(1), upper, u), empty};
 }
 
-at::Tensor input_split_scores(const at::Tensor& A, const at::Tensor& gap,
-                              const at::Tensor& radius) {
-  // Shapes: A [B, K, n], gap [B, K], radius [B, n]. Halving dimension i moves row k's linear
-  // bound up by max(A_ki, 0)·r_i on the upper half and max(-A_ki, 0)·r_i on the lower half (the
-  // other half keeps it, A unchanged); a box's value is its best row.
-  const at::Tensor r = radius.unsqueeze(1);                           // [B, 1, n]
-  const at::Tensor g = gap.unsqueeze(2);                              // [B, K, 1]
-  const at::Tensor lower_half = (g + (-A).clamp_min(0) * r).amax(1);  // [B, n]
-  const at::Tensor upper_half = (g + A.clamp_min(0) * r).amax(1);
-  const at::Tensor gain = at::minimum(lower_half, upper_half) - gap.amax(1, true);
-  // Where no split lifts both halves (one row: never), the looseness each dimension adds to the
-  // rows decides; a tiny width term orders dimensions no row depends on.
-  const at::Tensor looseness = (A.abs().sum(1) + 1e-9) * radius;
-  return gain + kLoosenessWeight * looseness;
+at::Tensor input_split_scores(const at::Tensor& A, const at::Tensor& radius) {
+  // Shapes: A [B, K, n], radius [B, n]. Every row counts: a conjunction is proved by whichever
+  // row gets above its threshold, and the best row alone can be flat in a dimension the others
+  // need split. A tiny width term orders dimensions no row depends on.
+  return (A.abs().sum(1) + 1e-9) * radius;
 }
 
 namespace {
+
+// Clips boxes [each lower/upper [1, *in]] with their stored linear bounds (Box::A, c); drops
+// those left empty.
+std::vector<Box> clip_halves(std::vector<Box> boxes, at::ScalarType dtype) {
+  if (boxes.empty() || !boxes.front().A.defined()) return boxes;
+  const auto B = int64_t(boxes.size());
+  std::vector<at::Tensor> lo, hi, As, cs;
+  for (const Box& b : boxes) {
+    lo.push_back(b.lower.reshape({1, -1}));
+    hi.push_back(b.upper.reshape({1, -1}));
+    As.push_back(b.A);
+    cs.push_back(b.c);
+  }
+  const at::Tensor l = at::cat(lo, 0).to(at::kDouble);  // [B, n]
+  const at::Tensor u = at::cat(hi, 0).to(at::kDouble);
+  const at::Tensor A = at::stack(As, 0);  // [B, K, n]
+  const at::Tensor gap =
+      at::stack(cs, 0) +
+      (A * ((l + u) / 2).unsqueeze(1) - A.abs() * ((u - l) / 2).unsqueeze(1)).sum(2);  // [B, K]
+  const ClippedBoxes clipped = clip_to_violations(l, u, A, gap);
+  const at::Tensor lo_r = round_outward(clipped.lower, dtype, -1);
+  const at::Tensor hi_r = round_outward(clipped.upper, dtype, +1);
+  const auto empty = clipped.empty.accessor<bool, 1>();
+  std::vector<Box> out;
+  out.reserve(boxes.size());
+  for (int64_t b = 0; b < B; ++b) {
+    if (empty[b]) continue;
+    Box& box = boxes[size_t(b)];
+    box.lower = lo_r[b].reshape(box.lower.sizes());
+    box.upper = hi_r[b].reshape(box.upper.sizes());
+    out.push_back(std::move(box));
+  }
+  return out;
+}
 
 BabResult search(const BoundGraph& g, const io::VnnlibCase& c, const Objective& objective,
                  const BabOptions& options, const Deadline& deadline,
@@ -161,19 +189,25 @@ BabResult search(const BoundGraph& g, const io::VnnlibCase& c, const Objective& 
     const at::Tensor Ad = A.to(at::kDouble).cpu();
     const at::Tensor lower = box.lower.to(at::kDouble).cpu().reshape({B, n});
     const at::Tensor upper = box.upper.to(at::kDouble).cpu().reshape({B, n});
+    const at::Tensor linear_gap = crown_lb.to(at::kDouble).cpu() - rhs.cpu();  // [B, K]
     // Only a counterexample's region matters: shrink each box to it (abcrown's input clipping).
-    const ClippedBoxes clipped =
-        clip_to_violations(lower, upper, Ad, crown_lb.to(at::kDouble).cpu() - rhs.cpu());
+    const ClippedBoxes clipped = clip_to_violations(lower, upper, Ad, linear_gap);
     const at::Tensor radius = (clipped.upper - clipped.lower) / 2;  // [B, n]
     const at::Tensor centre = (clipped.upper + clipped.lower) / 2;
-    const at::Tensor dims = input_split_scores(Ad, gap.cpu(), radius).argmax(1);  // [B]
+    const at::Tensor dims = input_split_scores(Ad, radius).argmax(1);  // [B]
     const at::Tensor lo32 = round_outward(clipped.lower, g.dtype(), -1);
     const at::Tensor hi32 = round_outward(clipped.upper, g.dtype(), +1);
     const auto v = values.accessor<double, 1>();
     const auto d = dims.accessor<int64_t, 1>();
     const auto empty = clipped.empty.accessor<bool, 1>();
+    // c = the linear bound's constant: its minimum over the (unclipped) box less the A terms.
+    const at::Tensor offset = linear_gap - (Ad * ((lower + upper) / 2).unsqueeze(1) -
+                                            Ad.abs() * ((upper - lower) / 2).unsqueeze(1))
+                                               .sum(2);  // [B, K]
     for (int64_t b = 0; b < B; ++b) {
       Box& box_b = boxes[size_t(b)];
+      box_b.A = Ad[b];
+      box_b.c = offset[b];
       // An empty clipped box holds no counterexample: proved, whatever the value says.
       box_b.value = empty[b] ? std::max(v[b], kProvedByClipping) : v[b];
       box_b.split_dim = d[b];
@@ -191,7 +225,7 @@ BabResult search(const BoundGraph& g, const io::VnnlibCase& c, const Objective& 
 
   std::vector<Box> queue;
   {
-    std::vector<Box> first{{root.lower, root.upper, 0, -1, next_id++}};
+    std::vector<Box> first{{root.lower, root.upper, 0, -1, next_id++, {}, {}}};
     const at::Tensor corners = bound(first);
     if (auto cex = check_candidates(g, c, corners)) {
       res.counterexample = cex;
@@ -224,13 +258,16 @@ BabResult search(const BoundGraph& g, const io::VnnlibCase& c, const Objective& 
         exhausted = true;
         continue;
       }
-      Box left{p.lower, p.upper.clone(), 0, -1, next_id++};
-      Box right{p.lower.clone(), p.upper, 0, -1, next_id++};
+      Box left{p.lower, p.upper.clone(), 0, -1, next_id++, p.A, p.c};
+      Box right{p.lower.clone(), p.upper, 0, -1, next_id++, p.A, p.c};
       left.upper.view({-1})[d] = mid;
       right.lower.view({-1})[d] = mid;
       children.push_back(std::move(left));
       children.push_back(std::move(right));
     }
+    // The parent's linear bounds hold on each half: clip the halves with them before bounding
+    // (a half often holds a smaller slice of the region, or none: proved without a pass).
+    children = clip_halves(std::move(children), g.dtype());
     if (children.empty()) continue;
     const at::Tensor corners = bound(children);
     at::Tensor candidates = corners;

@@ -29,12 +29,12 @@ struct ClippedBoxes {
 ClippedBoxes clip_to_violations(const at::Tensor& lower, const at::Tensor& upper,
                                 const at::Tensor& A, const at::Tensor& linear_gap, int passes = 2);
 
-/// The score of halving each input dimension of each box (the largest is split): the gain of
-/// the worse half's value that the linear bounds predict (A [B, K, n] fixed, value = best row of
-/// gap [B, K]), plus a small share of the looseness |A|·radius the dimension adds to the rows
-/// (radius [B, n]), which alone decides when one row is bounded. Returns [B, n].
-inline constexpr double kLoosenessWeight = 1e-2;
-at::Tensor input_split_scores(const at::Tensor& A, const at::Tensor& gap, const at::Tensor& radius);
+/// The score of halving each input dimension of each box (the largest is split): the looseness
+/// Σ_k |A_ki|·radius_i that dimension adds to the rows' linear bounds (α,β-CROWN's "sb" input
+/// split score, summed over the rows), A [B, K, n], radius [B, n]. Returns [B, n]. (A predicted
+/// gain of the worse half, which prefers dimensions where rows pull opposite ways, needed more
+/// boxes on the ACAS Xu fixtures: docs/results.md.)
+at::Tensor input_split_scores(const at::Tensor& A, const at::Tensor& radius);
 
 BabResult input_bab(const BoundGraph& g, const io::VnnlibCase& c, const Objective& objective,
                     const std::vector<Objective>& disjuncts, const BabOptions& options,
