@@ -1,6 +1,8 @@
 #include "distcrown/bab/input_bab.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
@@ -17,7 +19,21 @@ struct Box {
   double value = 0;
   int64_t split_dim = -1;  // where to halve it next (flat input index)
   int64_t id = 0;
+  // The linear lower bounds of the rows' margins from the last bounding pass over a box that
+  // contains this one, A·x + c: A [K, n], c [K], double; they clip the halves before bounding.
+  at::Tensor A, c;
 };
+
+// Stands for the value of a box whose clipped region is empty (no counterexample in it).
+constexpr double kProvedByClipping = std::numeric_limits<double>::infinity();
+
+// x [B, n] in double rounded to `dtype`, never inward: direction -1 rounds down, +1 up.
+at::Tensor round_outward(const at::Tensor& x, at::ScalarType dtype, int direction) {
+  const at::Tensor r = x.to(dtype);
+  const double away = direction < 0 ? -INFINITY : INFINITY;
+  const at::Tensor moved_in = direction < 0 ? r.to(at::kDouble) > x : r.to(at::kDouble) < x;
+  return at::where(moved_in, at::nextafter(r, at::full_like(r, away)), r);
+}
 
 bool worse_first(const Box& a, const Box& b) {
   return a.value != b.value ? a.value > b.value : a.id > b.id;
@@ -42,7 +58,81 @@ class InputAHook final : public RelaxationHook {
 
 }  // namespace
 
+ClippedBoxes clip_to_violations(const at::Tensor& lower, const at::Tensor& upper,
+                                const at::Tensor& A, const at::Tensor& linear_gap, int passes) {
+  // Shapes: lower/upper [B, n], A [B, K, n], linear_gap [B, K]; all double.
+  at::Tensor l = lower;
+  at::Tensor u = upper;
+  at::Tensor gap = linear_gap;  // min over the current box of A_k·x + c_k
+  const at::Tensor absA = A.abs();
+  // Slack for the float32 rounding of the bound: ~170 ulps of the largest term in the sum.
+  const at::Tensor slack =
+      1e-5 * (gap.abs() + at::matmul(absA, at::maximum(l.abs(), u.abs()).unsqueeze(2)).squeeze(2));
+  for (int pass = 0; pass < passes; ++pass) {
+    const at::Tensor centre = ((l + u) / 2).unsqueeze(1);  // [B, 1, n]
+    const at::Tensor radius = ((u - l) / 2).unsqueeze(1);
+    const at::Tensor own = A * centre - absA * radius;  // dim i's part of the minimum [B, K, n]
+    // A_ki·x_i <= slack_k - (the minimum of the other dims' terms and c_k)
+    const at::Tensor limit = (slack - gap).unsqueeze(2) + own;  // [B, K, n]
+    const at::Tensor bound = limit / A;
+    const at::Tensor new_u = at::where(A > 0, bound, INFINITY).amin(1);  // [B, n]
+    const at::Tensor new_l = at::where(A < 0, bound, -INFINITY).amax(1);
+    const at::Tensor next_l = at::maximum(l, new_l);
+    const at::Tensor next_u = at::minimum(u, new_u);
+    // Shrinking dimension i leaves the rows' minima over the other dims as they were; the new
+    // minimum of each row is the old one plus the change of its own terms.
+    const at::Tensor next_own = A * ((next_l + next_u) / 2).unsqueeze(1) -
+                                absA * ((next_u - next_l) / 2).clamp_min(0).unsqueeze(1);
+    gap = gap + (next_own - own).sum(2);
+    l = next_l;
+    u = next_u;
+  }
+  const at::Tensor empty = (l > u).any(1) | (gap > slack).any(1);
+  return {at::where(empty.unsqueeze(1), lower, l), at::where(empty.unsqueeze(1), upper, u), empty};
+}
+
+at::Tensor input_split_scores(const at::Tensor& A, const at::Tensor& radius) {
+  // Shapes: A [B, K, n], radius [B, n]. Every row counts: a conjunction is proved by whichever
+  // row gets above its threshold, and the best row alone can be flat in a dimension the others
+  // need split. A tiny width term orders dimensions no row depends on.
+  return (A.abs().sum(1) + 1e-9) * radius;
+}
+
 namespace {
+
+// Clips boxes [each lower/upper [1, *in]] with their stored linear bounds (Box::A, c); drops
+// those left empty.
+std::vector<Box> clip_halves(std::vector<Box> boxes, at::ScalarType dtype) {
+  if (boxes.empty() || !boxes.front().A.defined()) return boxes;
+  const auto B = int64_t(boxes.size());
+  std::vector<at::Tensor> lo, hi, As, cs;
+  for (const Box& b : boxes) {
+    lo.push_back(b.lower.reshape({1, -1}));
+    hi.push_back(b.upper.reshape({1, -1}));
+    As.push_back(b.A);
+    cs.push_back(b.c);
+  }
+  const at::Tensor l = at::cat(lo, 0).to(at::kDouble);  // [B, n]
+  const at::Tensor u = at::cat(hi, 0).to(at::kDouble);
+  const at::Tensor A = at::stack(As, 0);  // [B, K, n]
+  const at::Tensor gap =
+      at::stack(cs, 0) +
+      (A * ((l + u) / 2).unsqueeze(1) - A.abs() * ((u - l) / 2).unsqueeze(1)).sum(2);  // [B, K]
+  const ClippedBoxes clipped = clip_to_violations(l, u, A, gap);
+  const at::Tensor lo_r = round_outward(clipped.lower, dtype, -1);
+  const at::Tensor hi_r = round_outward(clipped.upper, dtype, +1);
+  const auto empty = clipped.empty.accessor<bool, 1>();
+  std::vector<Box> out;
+  out.reserve(boxes.size());
+  for (int64_t b = 0; b < B; ++b) {
+    if (empty[b]) continue;
+    Box& box = boxes[size_t(b)];
+    box.lower = lo_r[b].reshape(box.lower.sizes());
+    box.upper = hi_r[b].reshape(box.upper.sizes());
+    out.push_back(std::move(box));
+  }
+  return out;
+}
 
 BabResult search(const BoundGraph& g, const io::VnnlibCase& c, const Objective& objective,
                  const BabOptions& options, const Deadline& deadline,
@@ -77,34 +167,65 @@ BabResult search(const BoundGraph& g, const io::VnnlibCase& c, const Objective& 
     CrownEngine engine(g, box, bound_options);
     engine.set_hook(&hook);
     engine.compute_intermediate_bounds();
+    // The value may be CROWN's bound intersected with IBP (the tight scheme); the clipping below
+    // needs the linear bound itself, so the CROWN pass from the spec rows is run on its own too
+    // (4 rows against the intermediate passes' hundreds: a few per cent of the work).
     const at::Tensor lb = engine.output_bounds(objective.C, true, false).lower;  // [B, K]
+    const int64_t m = g.output_numel();
+    std::vector<int64_t> rows_shape{K, B};
+    rows_shape.insert(rows_shape.end(), g.output_shape().begin() + 1, g.output_shape().end());
+    const at::Tensor C_rows = objective.C.to(box.lower.options())
+                                  .reshape({K, 1, m})
+                                  .expand({K, B, m})
+                                  .reshape(rows_shape);
+    const at::Tensor crown_lb = engine.backward_from(g.output(), BoundA{C_rows, {}}).lower;
     res.domains_bounded += B;
-    const at::Tensor gap = lb.to(at::kDouble) - objective.rhs.to(lb.device());  // [B, K]
-    const at::Tensor best_row = gap.argmax(1);                                  // [B]
-    const at::Tensor values = gap.amax(1).to(at::kDouble).cpu().contiguous();
+    const at::Tensor rhs = objective.rhs.to(at::kDouble).to(lb.device());
+    const at::Tensor gap = lb.to(at::kDouble) - rhs;  // [B, K]
+    const at::Tensor values = gap.amax(1).cpu().contiguous();
     // [K', B, *in] -> [B, K, n]
     const at::Tensor A =
         hook.input_A.reshape({hook.input_A.size(0), B, n}).permute({1, 0, 2}).slice(1, 0, K);
-    const at::Tensor radius = ((box.upper - box.lower) / 2).reshape({B, n});
-    const at::Tensor centre = ((box.upper + box.lower) / 2).reshape({B, n});
-    // Every row counts: a conjunction is proved by whichever row gets above its threshold, and
-    // the best row alone can be flat in a dimension the others need split. A tiny width term
-    // orders dimensions no row depends on.
-    const at::Tensor score = (A.abs().sum(1) + 1e-9) * radius;  // [B, n]
-    const at::Tensor dims = score.argmax(1).cpu();              // [B]
+    const at::Tensor Ad = A.to(at::kDouble).cpu();
+    const at::Tensor lower = box.lower.to(at::kDouble).cpu().reshape({B, n});
+    const at::Tensor upper = box.upper.to(at::kDouble).cpu().reshape({B, n});
+    const at::Tensor linear_gap = crown_lb.to(at::kDouble).cpu() - rhs.cpu();  // [B, K]
+    // Only a counterexample's region matters: shrink each box to it (abcrown's input clipping).
+    const ClippedBoxes clipped = clip_to_violations(lower, upper, Ad, linear_gap);
+    const at::Tensor radius = (clipped.upper - clipped.lower) / 2;  // [B, n]
+    const at::Tensor centre = (clipped.upper + clipped.lower) / 2;
+    const at::Tensor dims = input_split_scores(Ad, radius).argmax(1);  // [B]
+    const at::Tensor lo32 = round_outward(clipped.lower, g.dtype(), -1);
+    const at::Tensor hi32 = round_outward(clipped.upper, g.dtype(), +1);
+    const auto v = values.accessor<double, 1>();
+    const auto d = dims.accessor<int64_t, 1>();
+    const auto empty = clipped.empty.accessor<bool, 1>();
+    // c = the linear bound's constant: its minimum over the (unclipped) box less the A terms.
+    const at::Tensor offset = linear_gap - (Ad * ((lower + upper) / 2).unsqueeze(1) -
+                                            Ad.abs() * ((upper - lower) / 2).unsqueeze(1))
+                                               .sum(2);  // [B, K]
     for (int64_t b = 0; b < B; ++b) {
-      boxes[size_t(b)].value = values[b].item<double>();
-      boxes[size_t(b)].split_dim = dims[b].item<int64_t>();
+      Box& box_b = boxes[size_t(b)];
+      box_b.A = Ad[b];
+      box_b.c = offset[b];
+      // An empty clipped box holds no counterexample: proved, whatever the value says.
+      box_b.value = empty[b] ? std::max(v[b], kProvedByClipping) : v[b];
+      box_b.split_dim = d[b];
+      if (!empty[b]) {
+        box_b.lower = lo32[b].reshape(box_b.lower.sizes());
+        box_b.upper = hi32[b].reshape(box_b.upper.sizes());
+      }
     }
-    // The corner minimising each box's best row.
+    // The corner minimising each box's best row (of the clipped box).
+    const at::Tensor best_row = gap.argmax(1).cpu();  // [B]
     const at::Tensor A_best =
-        A.gather(1, best_row.reshape({B, 1, 1}).expand({B, 1, n})).squeeze(1);  // [B, n]
+        Ad.gather(1, best_row.reshape({B, 1, 1}).expand({B, 1, n})).squeeze(1);  // [B, n]
     return (centre - A_best.sign() * radius).reshape(box.lower.sizes());
   };
 
   std::vector<Box> queue;
   {
-    std::vector<Box> first{{root.lower, root.upper, 0, -1, next_id++}};
+    std::vector<Box> first{{root.lower, root.upper, 0, -1, next_id++, {}, {}}};
     const at::Tensor corners = bound(first);
     if (auto cex = check_candidates(g, c, corners)) {
       res.counterexample = cex;
@@ -137,13 +258,16 @@ BabResult search(const BoundGraph& g, const io::VnnlibCase& c, const Objective& 
         exhausted = true;
         continue;
       }
-      Box left{p.lower, p.upper.clone(), 0, -1, next_id++};
-      Box right{p.lower.clone(), p.upper, 0, -1, next_id++};
+      Box left{p.lower, p.upper.clone(), 0, -1, next_id++, p.A, p.c};
+      Box right{p.lower.clone(), p.upper, 0, -1, next_id++, p.A, p.c};
       left.upper.view({-1})[d] = mid;
       right.lower.view({-1})[d] = mid;
       children.push_back(std::move(left));
       children.push_back(std::move(right));
     }
+    // The parent's linear bounds hold on each half: clip the halves with them before bounding
+    // (a half often holds a smaller slice of the region, or none: proved without a pass).
+    children = clip_halves(std::move(children), g.dtype());
     if (children.empty()) continue;
     const at::Tensor corners = bound(children);
     at::Tensor candidates = corners;

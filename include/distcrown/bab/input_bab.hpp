@@ -1,10 +1,12 @@
 #pragma once
 // Branch and bound by input splitting, for networks with few inputs (ACAS Xu: 5): a domain is a
 // sub-box; a batch of sub-boxes is bounded by CROWN in one call (every intermediate bound
-// recomputed on each sub-box, so splitting tightens everything); the split dimension maximises
-// |A_i|·radius_i of the domain's most promising row (the part of the bound's looseness that
-// dimension contributes at the input), and the box is halved there.
+// recomputed on each sub-box, so splitting tightens everything); each bounded box is clipped to
+// the region where its rows' linear bounds allow a counterexample (clip_to_violations); the split
+// dimension maximises input_split_scores and the box is halved there.
 #include <vector>
+
+#include <ATen/core/Tensor.h>
 
 #include "distcrown/bab/bab.hpp"
 #include "distcrown/bab/objective.hpp"
@@ -13,6 +15,26 @@
 #include "distcrown/methods/options.hpp"
 
 namespace distcrown::bab {
+
+/// Boxes shrunk to where a counterexample can be (α,β-CROWN's input clipping): a counterexample
+/// x satisfies every row k of a disjunct, so A_k·x + c_k <= 0 for the linear lower bounds of the
+/// rows' margins; each box is cut, dimension by dimension, to the bounding box of those
+/// half-spaces within it. lower/upper [B, n], A [B, K, n], linear_gap [B, K] (the minimum of
+/// A_k·x + c_k over the box), double. `empty` [B]: no point of the box satisfies them all.
+/// A slack of 1e-5 of the bound's largest term keeps the float32 rounding of the bound sound.
+struct ClippedBoxes {
+  at::Tensor lower, upper;  // [B, n], inside the given boxes (empty boxes: unchanged)
+  at::Tensor empty;         // [B] bool
+};
+ClippedBoxes clip_to_violations(const at::Tensor& lower, const at::Tensor& upper,
+                                const at::Tensor& A, const at::Tensor& linear_gap, int passes = 2);
+
+/// The score of halving each input dimension of each box (the largest is split): the looseness
+/// Σ_k |A_ki|·radius_i that dimension adds to the rows' linear bounds (α,β-CROWN's "sb" input
+/// split score, summed over the rows), A [B, K, n], radius [B, n]. Returns [B, n]. (A predicted
+/// gain of the worse half, which prefers dimensions where rows pull opposite ways, needed more
+/// boxes on the ACAS Xu fixtures: docs/results.md.)
+at::Tensor input_split_scores(const at::Tensor& A, const at::Tensor& radius);
 
 BabResult input_bab(const BoundGraph& g, const io::VnnlibCase& c, const Objective& objective,
                     const std::vector<Objective>& disjuncts, const BabOptions& options,
