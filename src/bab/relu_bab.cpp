@@ -386,10 +386,11 @@ std::vector<std::pair<size_t, int64_t>> ReluBab::choose(const std::vector<Domain
     }
   }
   if (trial.empty()) return picks;
-  // In pieces no larger than the children of a round, so that FSB's trial (2·k children per
-  // parent) never holds more at once than the round's own bounding does.
+  // In pieces no larger than the children of this group's share of a round, so that FSB's trial
+  // (2·k children per parent) never holds more at once than the round's own bounding does.
   std::vector<at::Tensor> pieces;
-  const auto piece = size_t(2 * o_.batch);
+  const int64_t groups = o_.world.groups;
+  const auto piece = size_t(2 * ((o_.batch + groups - 1) / groups));
   for (size_t s = 0; s < trial.size(); s += piece) {
     std::vector<Domain> part(
         std::make_move_iterator(trial.begin() + long(s)),
