@@ -142,9 +142,8 @@ nlohmann::json run_facts(const RunOptions& a, collective::Communicator& world,
                          const collective::Communicator& group, const bab::VerifyResult& r) {
   const collective::CommStats mine = group.stats();
   const std::string text = std::to_string(peak_resident_bytes()) + " " +
-                           std::to_string(memory::peak_bytes()) + " " +
-                           std::to_string(mine.calls) + " " + std::to_string(mine.bytes) + " " +
-                           std::to_string(mine.time_s);
+                           std::to_string(memory::peak_bytes()) + " " + std::to_string(mine.calls) +
+                           " " + std::to_string(mine.bytes) + " " + std::to_string(mine.time_s);
   nlohmann::json ranks = nlohmann::json::array();
   int64_t peak = 0;
   int64_t peak_tensors = 0;
