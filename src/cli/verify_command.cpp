@@ -299,7 +299,13 @@ int run_verify(const RunOptions& a) {
                       "|" + std::to_string(o.bab.deterministic)));
   ProblemInput& in = *loaded;
   const int group_size = world->size() / a.domain_groups;
-  o.bab.world = {world, world->split(world->rank() / group_size), a.domain_groups};
+  // One group is the world; a group of one rank needs no communication (and NCCL cannot split).
+  collective::CommPtr group = world;
+  if (a.domain_groups > 1) {
+    group = group_size == 1 ? collective::make_local_communicator()
+                            : world->split(world->rank() / group_size);
+  }
+  o.bab.world = {world, group, a.domain_groups};
   // --iterations and --lr are α-CROWN's, here the root's.
   o.bab.root_iterations = a.alpha.iterations;
   o.bab.root_lr = a.alpha.lr;
