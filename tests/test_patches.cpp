@@ -38,7 +38,7 @@ BoundOptions with_mode(ConvMode mode, BoundOptions o = {}) {
 }
 
 // Every intermediate bound and the output bounds of both modes agree; returns the patches bounds.
-Interval expect_modes_agree(const BoundGraph& g, const InputBox& box, BoundOptions o,
+Interval expect_modes_agree(const BoundGraph& g, const InputBox& box, const BoundOptions& o,
                             const std::string& what) {
   c10::NoGradGuard no_grad;
   CrownEngine dense(g, box, with_mode(ConvMode::kMatrix, o));
@@ -193,7 +193,8 @@ std::vector<CnnCase> cnn_cases() {
   };
 }
 
-Interval check_case(const CnnCase& c, uint64_t seed, BoundOptions o, const std::string& tag) {
+Interval check_case(const CnnCase& c, uint64_t seed, const BoundOptions& o,
+                    const std::string& tag) {
   Rng rng(seed);
   Net n(c.input, rng);
   const int feat = c.body(n, n.input());

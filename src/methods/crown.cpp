@@ -57,7 +57,7 @@ CrownEngine::CrownEngine(const BoundGraph& g, InputBox box, BoundOptions options
                          collective::CommPtr spec_comm)
     : g_(g),
       box_(std::move(box)),
-      opt_(options),
+      opt_(std::move(options)),
       spec_comm_(std::move(spec_comm)),
       bounds_(size_t(g.size())),
       reference_(size_t(g.size())) {
