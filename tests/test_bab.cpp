@@ -40,6 +40,7 @@
 #include "distcrown/methods/relaxation_hook.hpp"
 #include "distcrown/ops/linear.hpp"
 #include "distcrown/ops/relu.hpp"
+#include "distcrown/util/enum_names.hpp"
 #include "fixtures.hpp"
 #include "onnx_builder.hpp"
 #include "process.hpp"
@@ -290,6 +291,87 @@ TEST(BetaSplit, SplitsOnEarlierLayersAreSoundWhereTheyHold) {
     expect_above(lb0, y.index_select(0, idx), "0 iterations");
     expect_above(lb30, y.index_select(0, idx), "30 iterations");
   }
+}
+
+// Refreshed intermediate bounds (--bab-intermediate refresh): the bound of a split domain after
+// the α/β steps stays sound on the samples where the splits hold, and the refresh acts (on a
+// split before the last hidden layer, some bound differs from the fixed one's).
+TEST(BetaSplit, RefreshedIntermediateBoundsAreSoundWhereTheSplitsHold) {
+  const std::vector<Layer> layers = random_layers({4, 20, 20, 20, 2}, 23);
+  const Net net = build(layers);
+  at::Generator gen = at::detail::createCPUGenerator(6);
+  const InputBox box = box_around(gen, 4, 0.6);
+  const at::Tensor C = at::randn({3, 2}, gen, at::TensorOptions().dtype(at::kFloat));
+  CrownEngine engine(net.graph, box, {});
+  engine.compute_intermediate_bounds();
+  const at::Tensor x = uniform_points(gen, box, 20000);
+  const std::vector<at::Tensor> z = pre_activations(layers, x);
+  const at::Tensor y = spec_outputs(net.graph, x, C);
+  const auto j0 = unstable_neurons(engine.bounds(net.pres[0]), z[0], 2);
+  const auto j1 = unstable_neurons(engine.bounds(net.pres[1]), z[1], 1);
+  ASSERT_EQ(j0.size(), 2u);
+  ASSERT_EQ(j1.size(), 1u);
+  const std::vector<std::vector<bab::NeuronSplit>> cases{
+      {{net.relus[0], j0[0], false}},
+      {{net.relus[0], j0[0], true}},
+      {{net.relus[0], j0[0], true}, {net.relus[0], j0[1], false}},
+      {{net.relus[0], j0[1], true}, {net.relus[1], j1[0], false}},
+      {{net.relus[1], j1[0], true}},
+  };
+  bab::BabOptions fixed;
+  fixed.lr_beta = 0.5;
+  bab::BabOptions refresh = fixed;
+  refresh.intermediate = bab::BabIntermediate::kRefresh;
+  int differ = 0;
+  for (size_t k = 0; k < cases.size(); ++k) {
+    SCOPED_TRACE("case " + std::to_string(k));
+    at::Tensor holds = at::ones({x.size(0)}, at::TensorOptions().dtype(at::kBool));
+    for (const auto& s : cases[k]) {
+      const at::Tensor zj = z[s.relu_node == net.relus[0] ? 0 : 1].select(1, s.neuron);
+      holds = holds & (s.active ? zj >= 0 : zj <= 0);
+    }
+    const at::Tensor idx = holds.nonzero().reshape({-1});
+    ASSERT_GT(idx.numel(), 20) << "too few samples satisfy the splits";
+    const at::Tensor lf = bab::split_domain_lower_bound(net.graph, box, C, cases[k], 20, fixed);
+    const at::Tensor lr = bab::split_domain_lower_bound(net.graph, box, C, cases[k], 20, refresh);
+    expect_above(lr, y.index_select(0, idx), "refreshed, 20 iterations");
+    differ += int((lr - lf).abs().max().item<double>() > 1e-6);
+  }
+  EXPECT_GT(differ, 0) << "refreshing changed no bound: the refresh did not run";
+}
+
+// A batch of boxes (as branch and bound bounds batches of domains) whose unstable neurons
+// differ: every element's intermediate bounds equal those of its box bounded alone (its own
+// unstable neurons get CROWN rows, its stable ones keep their reference), not those of a pass
+// over the union of the batch's unstable neurons.
+TEST(CrownBatch, EachElementBoundsItsOwnUnstableNeurons) {
+  const std::vector<Layer> layers = random_layers({4, 40, 40, 40, 2}, 31);
+  const Net net = build(layers, at::kDouble);
+  at::Generator gen = at::detail::createCPUGenerator(8);
+  std::vector<InputBox> boxes;
+  std::vector<at::Tensor> lowers, uppers;
+  for (int b = 0; b < 4; ++b) {
+    const InputBox x = box_around(gen, 4, 0.1);
+    boxes.push_back({x.lower.to(at::kDouble), x.upper.to(at::kDouble)});
+    lowers.push_back(boxes.back().lower);
+    uppers.push_back(boxes.back().upper);
+  }
+  CrownEngine together(net.graph, {at::cat(lowers), at::cat(uppers)}, {});
+  together.compute_intermediate_bounds();
+  int64_t unstable = 0;
+  for (size_t b = 0; b < boxes.size(); ++b) {
+    CrownEngine alone(net.graph, boxes[b], {});
+    alone.compute_intermediate_bounds();
+    for (size_t r = 0; r < net.pres.size(); ++r) {
+      SCOPED_TRACE("box " + std::to_string(b) + ", layer " + std::to_string(r));
+      const Interval& one = alone.bounds(net.pres[r]);
+      const Interval& all = together.bounds(net.pres[r]);
+      unstable += ((one.lower < 0) & (one.upper > 0)).sum().item<int64_t>();
+      expect_bounds(all.lower.narrow(0, int64_t(b), 1), one.lower, true, "lower");
+      expect_bounds(all.upper.narrow(0, int64_t(b), 1), one.upper, true, "upper");
+    }
+  }
+  EXPECT_GT(unstable, 0) << "no unstable neuron: the comparison covers no CROWN row";
 }
 
 TEST(BetaSplit, RejectsSplitsThatAreNotReluNeurons) {
@@ -719,6 +801,37 @@ TEST(ReluBab, DeterministicRunsAgree) {
   EXPECT_EQ(a.domains_bounded, b.domains_bounded);
   EXPECT_EQ(a.worst_value, b.worst_value);
   EXPECT_EQ(a.max_queue, b.max_queue);
+}
+
+// Children are never looser than their parent (a child's value is floored at its parent's), so
+// the worst value left can only rise from one round to the next: deterministic runs stopped
+// after 1, 2, ... rounds are prefixes of one search. With fixed and refreshed intermediate
+// bounds, which must both keep the property unfalsified.
+TEST(ReluBab, WorstBoundNeverFallsFromRoundToRound) {
+  const HardProperty h = hard_property(0.95);
+  ASSERT_LT(h.alpha_lower, h.rhs);
+  const auto objs = objectives(h.property.cases[0], 1);
+  for (const auto mode : {bab::BabIntermediate::kFixed, bab::BabIntermediate::kRefresh}) {
+    SCOPED_TRACE(std::string(enum_name(mode)));
+    bab::BabOptions o;
+    o.deterministic = true;
+    o.batch = 2;
+    o.intermediate = mode;
+    double last = -std::numeric_limits<double>::infinity();
+    int rounds = 0;
+    for (int64_t k = 1; k <= 5; ++k) {
+      o.max_rounds = k;
+      const bab::Deadline deadline(0);
+      const bab::BabResult r =
+          bab::relu_bab(h.net.graph, h.property.cases[0], objs[0], objs, o, deadline);
+      ASSERT_NE(status(r), "falsified");
+      if (status(r) != "unknown") break;  // proved within k rounds
+      EXPECT_GE(r.worst_value, last) << "after " << k << " rounds";
+      last = r.worst_value;
+      ++rounds;
+    }
+    EXPECT_GE(rounds, 2) << "decided too early to compare rounds";
+  }
 }
 
 // The minimum of a 2-input, 1-output network on a 401 x 401 grid of [-1, 1]² (spacing 0.005).

@@ -57,9 +57,11 @@ TEST(DomainExchange, DomainSurvivesTheTripBitForBit) {
   }
   d.score = at::randn({12});
   d.value = -0.123456789012345678;
+  d.floor = -0.25;
   d.id = 987654321;
   const Domain back = decode_domain(encode_domain(d), at::Device(at::kCPU));
   EXPECT_EQ(back.value, d.value);
+  EXPECT_EQ(back.floor, d.floor);
   EXPECT_EQ(back.id, d.id);
   ASSERT_EQ(back.lower.size(), d.lower.size());
   for (size_t r = 0; r < d.lower.size(); ++r) {

@@ -3,6 +3,7 @@
 // a branch and bound across ranks (domain_exchange.cpp): each rank's report before a round, the
 // round's plan that every rank derives from the reports alone, and the domains that change group.
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -24,7 +25,10 @@ struct Domain {
   std::vector<at::Tensor> beta;          // [K, 1, *shape], >= 0, used where split != 0
   std::vector<at::Tensor> split;         // [1, *shape]: +1 inactive (z <= 0), -1 active, 0 free
   at::Tensor score;                      // [N_all] branching scores, < 0 = not splittable
-  double value = 0;                      // max_k (lb_k - rhs_k)
+  double value = -std::numeric_limits<double>::infinity();  // max_k (lb_k - rhs_k); -inf: unbounded
+  /// A value known before bounding: the parent's (its region holds this one's), so that a
+  /// child is never looser than its parent. -inf at the root.
+  double floor = -std::numeric_limits<double>::infinity();
   // Ties in the queue go to the lowest id. The root is 0; the children of the domain at
   // position p of round t's plan get first_id(t) + 2p (inactive) and + 1 (active): the same ids
   // at every world size, so the global order of domains does not depend on the ranks.

@@ -159,6 +159,7 @@ std::vector<Planned> plan_round(const std::vector<RoundReport>& groups, int64_t 
 std::string encode_domain(const Domain& d) {
   Writer w;
   w.put(d.value);
+  w.put(d.floor);
   w.put(d.id);
   w.put(int64_t(d.lower.size()));
   for (size_t r = 0; r < d.lower.size(); ++r) {
@@ -174,6 +175,7 @@ Domain decode_domain(std::string_view bytes, const at::Device& device) {
   Reader in(bytes);
   Domain d;
   d.value = in.get<double>();
+  d.floor = in.get<double>();
   d.id = in.get<int64_t>();
   const auto R = size_t(in.get<int64_t>());
   for (size_t r = 0; r < R; ++r) {

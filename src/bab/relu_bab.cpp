@@ -170,6 +170,15 @@ at::Tensor cat_dim(const std::vector<Domain>& ds, std::vector<at::Tensor> Domain
   return at::cat(parts, dim);
 }
 
+// Index of the first ReLU with a split in any domain of the batch (split[r]: [B, *shape]);
+// the number of ReLUs when none has one.
+size_t earliest_split(const std::vector<at::Tensor>& split) {
+  for (size_t r = 0; r < split.size(); ++r) {
+    if (split[r].ne(0).any().item<bool>()) return r;
+  }
+  return split.size();
+}
+
 ReluBab::Bounded ReluBab::bound(std::vector<Domain>& ds, int iterations, bool optimise) {
   const auto B = int64_t(ds.size());
   const size_t R = relus_.size();
@@ -192,14 +201,26 @@ ReluBab::Bounded ReluBab::bound(std::vector<Domain>& ds, int iterations, bool op
   for (size_t r = 0; r < R; ++r) params.push_back(beta[r]);
   Adam adam_alpha(o_.lr_alpha);
   Adam adam_beta(o_.lr_beta);
-  // Inputs of the other relaxed nodes (MaxPool, Sigmoid): CROWN bounds over these domains' ReLU
-  // bounds, once per batch (they do not depend on α or β).
+  // With refreshed intermediate bounds (not for FSB's trial children): the ReLU inputs after
+  // the batch's earliest split layer get CROWN bounds over these domains' bounds before them,
+  // intersected with their own. Inputs of the other relaxed nodes (MaxPool, Sigmoid): CROWN
+  // bounds over these domains' ReLU bounds. Once per batch: neither depends on α or β.
+  const size_t refresh_after =
+      optimise && o_.intermediate == BabIntermediate::kRefresh ? earliest_split(split) : R;
   std::vector<std::pair<int, Interval>> other_bounds;
-  if (!other_pre_.empty()) {
+  if (!other_pre_.empty() || refresh_after + 1 < R) {
     c10::NoGradGuard no_grad;
     CrownEngine engine(g_, box, bo_);
-    for (size_t r = 0; r < R; ++r) engine.set_bounds(pre_[r], pre_bounds[r]);
+    for (size_t r = 0; r < R; ++r) {
+      if (r <= refresh_after) {
+        engine.set_bounds(pre_[r], pre_bounds[r]);
+      } else {
+        engine.set_reference_bounds(pre_[r], pre_bounds[r]);
+      }
+    }
+    engine.intersect_with_references();
     engine.compute_intermediate_bounds();
+    for (size_t r = refresh_after + 1; r < R; ++r) pre_bounds[r] = engine.bounds(pre_[r]);
     for (const int i : other_pre_) other_bounds.emplace_back(i, engine.bounds(i));
   }
   at::Tensor best;  // [B, K]
@@ -260,10 +281,15 @@ ReluBab::Bounded ReluBab::bound(std::vector<Domain>& ds, int iterations, bool op
   const at::Tensor all_scores = out.recorded ? at::cat(scores, 1).to(at::kFloat) : at::Tensor();
   for (int64_t b = 0; b < B; ++b) {
     Domain& d = ds[size_t(b)];
-    d.value = values[b].item<double>();
+    // FSB's trial values stay unfloored: they rank the candidate splits against each other.
+    d.value = optimise ? std::max(values[b].item<double>(), d.floor) : values[b].item<double>();
     for (size_t r = 0; r < R; ++r) {
       d.alpha[r] = alpha[r].detach().narrow(1, b, 1).clone();
       d.beta[r] = beta[r].detach().narrow(1, b, 1).clone();
+    }
+    for (size_t r = refresh_after + 1; r < R; ++r) {
+      d.lower[r] = pre_bounds[r].lower.narrow(0, b, 1).clone();
+      d.upper[r] = pre_bounds[r].upper.narrow(0, b, 1).clone();
     }
     if (all_scores.defined()) d.score = all_scores[b].clone();
   }
@@ -337,6 +363,7 @@ Domain ReluBab::crown_root_with(const std::vector<NeuronSplit>& splits) {
 Domain ReluBab::child(const Domain& parent, size_t r, int64_t j, bool active, int64_t id) {
   Domain c = parent;  // shares every tensor with the parent
   c.id = id;
+  c.floor = parent.value;
   c.lower[r] = parent.lower[r].clone();
   c.upper[r] = parent.upper[r].clone();
   c.split[r] = parent.split[r].clone();

@@ -168,6 +168,10 @@ const std::vector<OptionSpec>& table() {
        "alpha/beta optimisation steps per branch-and-bound round",
        field(
            [](RunOptions & r) -> auto& { return r.verify.bab.iterations; }, whole_number(1))},
+      {"bab-intermediate", Applies::kVerify,
+       "intermediate bounds below the root of a ReLU-splitting branch and bound: fixed (the "
+       "root's, split neurons clamped) or refresh (CROWN over the layers after each split)",
+       field([](RunOptions & r) -> auto& { return r.verify.bab.intermediate; })},
       {"branching", Applies::kVerify, "ReLU branching heuristic",
        field([](RunOptions & r) -> auto& { return r.verify.bab.branching; })},
       {"split", Applies::kVerify,

@@ -51,6 +51,16 @@ at::Tensor one_hot_rows(const at::Tensor& rows, const std::vector<int64_t>& shap
   return eye.reshape(full);
 }
 
+// Per-element one-hot rows: A[j, b, rows[j, b]] = 1 (rows [r, B]), as [r, B, *shape[1:]].
+at::Tensor one_hot_element_rows(const at::Tensor& rows, const std::vector<int64_t>& shape,
+                                int64_t n, const at::TensorOptions& options) {
+  at::Tensor eye = at::zeros({rows.size(0), rows.size(1), n}, options);
+  eye.scatter_(2, rows.unsqueeze(2), 1.0);
+  std::vector<int64_t> full{rows.size(0), rows.size(1)};
+  full.insert(full.end(), shape.begin() + 1, shape.end());
+  return eye.reshape(full);
+}
+
 }  // namespace
 
 CrownEngine::CrownEngine(const BoundGraph& g, InputBox box, BoundOptions options,
@@ -85,13 +95,18 @@ void CrownEngine::compute_intermediate_bounds() {
     Interval reference = reference_[size_t(i)] ? *reference_[size_t(i)] : g_.node(i).op->ibp(args);
     if (g_.is_pre_activation(i) && !g_.affine_from_input(i)) {
       const OutputShard* shard = g_.node(i).op->output_shard();
+      Interval b;
       if (shard == nullptr) {
-        bounds_[size_t(i)] = refine(i, reference);
+        b = refine(i, reference);
       } else if (opt_.sharded_intermediate == ShardedIntermediate::kCrown) {
-        bounds_[size_t(i)] = refine_sharded(i, reference, *shard);
+        b = refine_sharded(i, reference, *shard);
       } else {
-        bounds_[size_t(i)] = std::move(reference);  // `tp`: IBP inside sharded zones
+        b = reference;  // `tp`: IBP inside sharded zones
       }
+      if (intersect_reference_ && reference_[size_t(i)]) {
+        b = {at::maximum(b.lower, reference.lower), at::minimum(b.upper, reference.upper)};
+      }
+      bounds_[size_t(i)] = std::move(b);
     } else {
       bounds_[size_t(i)] = std::move(reference);
     }
@@ -114,11 +129,18 @@ Interval CrownEngine::refine(int i, const Interval& reference) {
     const Interval c = neuron_rows(i, at::arange(n, index_options()));
     return {c.lower.reshape(reference.lower.sizes()), c.upper.reshape(reference.upper.sizes())};
   }
+  const at::Tensor unstable_each = (lo < 0) & (hi > 0);  // [B, n]
   // Unstable under the reference in any batch element: [n] mask.
-  const at::Tensor unstable = ((lo < 0) & (hi > 0)).any(0);
+  const at::Tensor unstable = unstable_each.any(0);
   const at::Tensor rows = unstable.nonzero().reshape({-1});
   const int64_t k = rows.numel();
   if (k == 0) return reference;
+  if (B > 1 && hook_ == nullptr && !uses_patches(i)) {
+    // A batch of sub-domains (branch and bound): each element bounds its own unstable neurons
+    // (as it would alone), in as many rows as the most any element has, not the union's.
+    const int64_t k_each = unstable_each.sum(1).max().item<int64_t>();
+    return refine_each(i, reference, unstable_each, k_each);
+  }
   if (double(k) > opt_.minimum_sparsity * double(n)) {
     const Interval c = neuron_rows(i, at::arange(n, index_options()));
     return {c.lower.reshape(reference.lower.sizes()), c.upper.reshape(reference.upper.sizes())};
@@ -128,6 +150,25 @@ Interval CrownEngine::refine(int i, const Interval& reference) {
   at::Tensor new_hi = hi.clone();
   new_lo.index_copy_(1, rows, c.lower);
   new_hi.index_copy_(1, rows, c.upper);
+  return {new_lo.reshape(reference.lower.sizes()), new_hi.reshape(reference.upper.sizes())};
+}
+
+Interval CrownEngine::refine_each(int i, const Interval& reference, const at::Tensor& unstable,
+                                  int64_t k) {
+  const int64_t B = reference.lower.size(0);
+  const int64_t n = g_.node_numel(i);
+  const at::Tensor lo = reference.lower.reshape({B, n});
+  const at::Tensor hi = reference.upper.reshape({B, n});
+  // Each element's unstable neurons first, padded with stable ones that keep the reference.
+  const auto [flag, idx] = at::topk(unstable.to(lo.scalar_type()), k, 1);  // [B, k]
+  const at::Tensor rows = idx.t().contiguous();                            // [k, B]
+  const auto& shape = g_.node(i).shape;
+  const Interval c = bound_rows(i, k, [&](const at::Tensor& sel) {
+    return one_hot_element_rows(rows.index_select(0, sel), shape, n, lo.options());
+  });  // [B, k]
+  const at::Tensor keep = flag > 0;
+  const at::Tensor new_lo = lo.scatter(1, idx, at::where(keep, c.lower, lo.gather(1, idx)));
+  const at::Tensor new_hi = hi.scatter(1, idx, at::where(keep, c.upper, hi.gather(1, idx)));
   return {new_lo.reshape(reference.lower.sizes()), new_hi.reshape(reference.upper.sizes())};
 }
 

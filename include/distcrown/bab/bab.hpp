@@ -43,12 +43,23 @@ struct BabWorld {
   [[nodiscard]] bool group_leader() const { return world_rank() % group_size() == 0; }
 };
 
+/// Intermediate bounds of a ReLU-split domain below the root: kept from the root (only split
+/// neurons clamped), or refreshed after every split by a CROWN pass over the layers after the
+/// domain batch's earliest split, intersected with the ones kept (never looser).
+enum class BabIntermediate { kFixed, kRefresh };
+
+constexpr auto enum_table(BabIntermediate) {
+  using P = std::pair<BabIntermediate, std::string_view>;
+  return std::array{P{BabIntermediate::kFixed, "fixed"}, P{BabIntermediate::kRefresh, "refresh"}};
+}
+
 struct BabOptions {
   /// Domains taken from the queue per round; their 2·batch children are bounded in one call.
   int64_t batch = 64;
   Branching branching = Branching::kFsb;
   int fsb_candidates = 3;  // FSB: best-scored neurons per domain whose splits are tried
   int iterations = 20;     // α/β optimisation steps per round (ReLU splitting)
+  BabIntermediate intermediate = BabIntermediate::kFixed;
   double lr_alpha = 0.1;
   double lr_beta = 0.05;
   int root_iterations = 20;  // α-CROWN at the root

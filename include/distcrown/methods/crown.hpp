@@ -47,6 +47,11 @@ class CrownEngine {
   /// passes its best intermediate bounds so far).
   void set_reference_bounds(int i, Interval b) { reference_.at(size_t(i)) = std::move(b); }
 
+  /// Computed intermediate bounds are intersected with the given reference bounds: for
+  /// references that are sound bounds of a sub-domain (branch and bound refreshing a domain's
+  /// bounds below its splits), so that a refreshed bound is never looser than the one given.
+  void intersect_with_references() { intersect_reference_ = true; }
+
   /// Bounds of C·output, C [spec, n_out] (undefined = identity); lower/upper [batch, spec].
   /// With only one side wanted the other comes back undefined and costs nothing.
   Interval output_bounds(const at::Tensor& C = {}, bool lower = true, bool upper = true);
@@ -75,6 +80,10 @@ class CrownEngine {
   /// first use (for nodes with OpTraits::needs_centre_values).
   const std::vector<Interval>& centre_values();
   Interval refine(int i, const Interval& reference);
+  /// refine() of a batch's elements one by one: k rows a pass, row j of element b bounding its
+  /// j-th unstable neuron (unstable: [B, n] mask, at most k per element). No hook: the rows
+  /// name different neurons in different elements.
+  Interval refine_each(int i, const Interval& reference, const at::Tensor& unstable, int64_t k);
   /// refine() for a tensor-parallel node (methods/crown_tp.cpp): the rows are chosen over every
   /// rank's neurons, bounded together by all ranks, and each rank keeps its own.
   Interval refine_sharded(int i, const Interval& reference, const OutputShard& shard);
@@ -94,6 +103,7 @@ class CrownEngine {
   collective::CommPtr spec_comm_;
   std::vector<std::optional<Interval>> bounds_;
   std::vector<std::optional<Interval>> reference_;
+  bool intersect_reference_ = false;
   RelaxationHook* hook_ = nullptr;
   std::vector<Interval> centre_;  // centre_values(), empty until needed
 };
