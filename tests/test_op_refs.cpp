@@ -100,7 +100,7 @@ std::vector<double> values(const at::Tensor& t) {
 // How a method's bounds must relate to the reference's.
 enum class Relation {
   kMatch,      // within max(1e-4·|ref|, 1e-5)
-  kNotLooser,  // never looser than the reference by more than 1e-3·|ref|
+  kNotLooser,  // never looser than the reference by more than 1e-3·|ref| (or a listed bar)
   kSoundOnly,  // a different, looser relaxation: only soundness is checked; the gap is printed
 };
 
@@ -112,12 +112,14 @@ struct Deviation {
   const char* method;
   Relation relation;
   const char* why;
+  double bar = 1e-3;  // kNotLooser: looser by at most bar·|ref|
 };
 const std::vector<Deviation>& deviations() {
   static const std::vector<Deviation> d{
       // GELU: auto_LiRPA bounds GELU as one function (BoundGelu: IBP with the global minimum,
       // tangents and chords of GELU itself); distcrown lowers Gelu into x · 0.5·(1 + erf(x/√2))
-      // (src/ops/gelu.cpp), each step relaxed alone and the product by McCormick: sound, and 1.6×
+      // (src/ops/gelu.cpp), each step relaxed alone and the product by McCormick: sound,
+      // and 1.6-2.0×
       // (IBP), 2.4-2.8× (CROWN), 1.6-1.9× (α-CROWN) wider on average here.
       {"gelu", "ibp", Relation::kSoundOnly, "Gelu lowered into Erf and a product"},
       {"gelu", "crown", Relation::kSoundOnly, "Gelu lowered into Erf and a product"},
@@ -126,40 +128,55 @@ const std::vector<Deviation>& deviations() {
       // with the tightest intercepts, auto_LiRPA chooses between the chord and tangents from its
       // tables (bound_relax_branch; src/ops/trig.cpp). Where no interval holds an extremum
       // (*_monotone) CROWN matches within 1e-6; elsewhere ours is tighter except a few bounds
-      // of *_small (at most 2.5e-4·|ref| looser).
+      // of *_small (looser by at most 2.5e-4·max(|ref|, 0.1)).
       {"sin_mlp_small", "crown", Relation::kNotLooser, "extremum inside: other lines"},
       {"sin_mlp_medium", "crown", Relation::kNotLooser, "extremum inside: other lines"},
       {"sin_mlp_wide", "crown", Relation::kNotLooser, "extremum inside: other lines"},
       {"cos_mlp_small", "crown", Relation::kNotLooser, "extremum inside: other lines"},
       {"cos_mlp_wide", "crown", Relation::kNotLooser, "extremum inside: other lines"},
-      // α-CROWN on Sin / Cos: distcrown optimises one slope angle per line (tightest intercept),
-      // auto_LiRPA tangent points; ours gains little over CROWN here (nothing on sin_mlp_monotone
-      // and sin_mlp_medium) and ends 3-11 % looser than auto_LiRPA's (the wide cases: both stay at
-      // CROWN, ours tighter). A disagreement to resolve, not a tolerance.
-      {"sin_mlp", "alpha_crown", Relation::kSoundOnly, "α-CROWN on Sin optimises less"},
-      {"cos_mlp", "alpha_crown", Relation::kSoundOnly, "α-CROWN on Cos optimises less"},
+      // α-CROWN on Sin / Cos where intervals hold extrema: distcrown optimises one slope angle per
+      // line (tightest intercept), auto_LiRPA tangent points from its tables; at lr 0.5 ours ends
+      // 2-8 % looser here (with lr 0.02-0.1 it reaches auto_LiRPA's). A disagreement to resolve,
+      // not a tolerance. The *_wide cases meet the 1e-3 bar, sin_mlp_monotone too;
+      // cos_mlp_monotone misses it on one bound of 8 (upper 3: 0.142853 against 0.142697,
+      // 1.1e-3·|ref|) and is held to 2e-3 so that any further drift fails.
+      {"cos_mlp_monotone", "alpha_crown", Relation::kNotLooser, "α-CROWN optimisation path", 2e-3},
+      {"sin_mlp_small", "alpha_crown", Relation::kSoundOnly, "α-CROWN on Sin optimises less"},
+      {"sin_mlp_medium", "alpha_crown", Relation::kSoundOnly, "α-CROWN on Sin optimises less"},
+      {"cos_mlp_small", "alpha_crown", Relation::kSoundOnly, "α-CROWN on Cos optimises less"},
   };
   return d;
 }
 
-Relation relation(const std::string& name, const std::string& method) {
+// The relation and the kNotLooser bar for a case and method.
+std::pair<Relation, double> relation(const std::string& name, const std::string& method) {
   for (const Deviation& d : deviations()) {
-    if (name.rfind(d.case_prefix, 0) == 0 && method == d.method) return d.relation;
+    if (name.rfind(d.case_prefix, 0) == 0 && method == d.method) return {d.relation, d.bar};
   }
-  return method == "alpha_crown" ? Relation::kNotLooser : Relation::kMatch;
+  return {method == "alpha_crown" ? Relation::kNotLooser : Relation::kMatch, 1e-3};
 }
 
-// Worst differences of ours against the reference: `rel_gap` = max over bounds of
-// (ours − ref)/max(|ref|, 0.1) with looser counted positive (a tighter bound gives a negative
-// value), `abs_diff` = max |ours − ref|.
+// The relation checked, for the printed table.
+std::string relation_name(const std::string& name, const std::string& method) {
+  const auto [rel, bar] = relation(name, method);
+  if (rel == Relation::kMatch) return "match";
+  std::string out = rel == Relation::kSoundOnly ? "sound only" : "not looser " + fmt(bar, 2);
+  for (const Deviation& d : deviations()) {
+    if (name.rfind(d.case_prefix, 0) == 0 && method == d.method) return out + ": " + d.why;
+  }
+  return out;
+}
+
+// Worst differences of ours against the reference over the bounds of one method.
 struct Gap {
-  double looser = -1e300;  // largest (looseness)/max(|ref|, 1e-1): > 0 where ours is looser
-  double abs_diff = 0;
+  double looser = -1e300;  // max of (how much looser ours is)/max(|ref|, 0.1); < 0: all tighter
+  double abs_diff = 0;     // max |ours − ref|
 };
 
 // Checks one side of one method against the reference (lower when `low`).
 void check_side(const std::vector<double>& ours, const std::vector<double>& ref, bool low,
-                Relation rel, const std::string& what, Gap& gap) {
+                std::pair<Relation, double> rel_bar, const std::string& what, Gap& gap) {
+  const auto [rel, bar] = rel_bar;
   ASSERT_EQ(ours.size(), ref.size()) << what;
   for (size_t i = 0; i < ref.size(); ++i) {
     const double looser = low ? ref[i] - ours[i] : ours[i] - ref[i];
@@ -170,7 +187,7 @@ void check_side(const std::vector<double>& ours, const std::vector<double>& ref,
     if (rel == Relation::kMatch) {
       EXPECT_LE(std::abs(ours[i] - ref[i]), std::max(1e-4 * std::abs(ref[i]), 1e-5)) << at;
     } else if (rel == Relation::kNotLooser) {
-      EXPECT_LE(looser, 1e-3 * std::abs(ref[i])) << at;
+      EXPECT_LE(looser, bar * std::abs(ref[i])) << at;
     }
   }
 }
@@ -213,7 +230,7 @@ void expect_contains(const Interval& b, const at::Tensor& y, const std::string& 
 }
 
 struct Row {
-  std::string name, method;
+  std::string name, method, relation;
   Gap gap;
   double ours_width = 0;
   double ref_width = 0;
@@ -221,8 +238,8 @@ struct Row {
 
 Row check_method(const std::string& name, const std::string& method, const Interval& ours,
                  const nlohmann::json& ref) {
-  Row row{name, method, {}, 0, 0};
-  const Relation rel = relation(name, method);
+  const auto rel = relation(name, method);
+  Row row{name, method, relation_name(name, method), {}, 0, 0};
   const nlohmann::json& r = ref[method];
   check_side(values(ours.lower), r["lower"].get<std::vector<double>>(), true, rel,
              name + " " + method, row.gap);
@@ -238,14 +255,18 @@ Row check_method(const std::string& name, const std::string& method, const Inter
   return row;
 }
 
+// The table of ours against auto_LiRPA (widths are means of upper − lower; max looser is
+// Gap::looser).
 void print(const std::vector<Row>& rows) {
   std::cout << std::left << std::setw(34) << "case" << std::setw(12) << "method" << std::setw(14)
             << "ref width" << std::setw(14) << "our width" << std::setw(14) << "max |diff|"
-            << "max looser/|ref|\n";
+            << std::setw(14) << "max looser"
+            << "relation checked\n";
   for (const Row& r : rows) {
     std::cout << std::left << std::setw(34) << r.name << std::setw(12) << r.method << std::setw(14)
               << fmt(r.ref_width, 6) << std::setw(14) << fmt(r.ours_width, 6) << std::setw(14)
-              << fmt(r.gap.abs_diff, 3) << fmt(r.gap.looser, 3) << "\n";
+              << fmt(r.gap.abs_diff, 3) << std::setw(14) << fmt(r.gap.looser, 3) << r.relation
+              << "\n";
   }
 }
 
