@@ -108,7 +108,7 @@ enum class Relation {
 // where α-CROWN misses the 1e-3 bar; the relation that holds instead, and why. Every entry is a
 // known disagreement (numbers in the table this test prints), not a tolerance.
 struct Deviation {
-  const char* case_prefix;
+  const char* case_part;  // matches the case names that contain it
   const char* method;
   Relation relation;
   const char* why;
@@ -116,14 +116,23 @@ struct Deviation {
 };
 const std::vector<Deviation>& deviations() {
   static const std::vector<Deviation> d{
-      // GELU: auto_LiRPA bounds GELU as one function (BoundGelu: IBP with the global minimum,
-      // tangents and chords of GELU itself); distcrown lowers Gelu into x · 0.5·(1 + erf(x/√2))
-      // (src/ops/gelu.cpp), each step relaxed alone and the product by McCormick: sound,
-      // and 1.6-2.0×
-      // (IBP), 2.4-2.8× (CROWN), 1.6-1.9× (α-CROWN) wider on average here.
-      {"gelu", "ibp", Relation::kSoundOnly, "Gelu lowered into Erf and a product"},
-      {"gelu", "crown", Relation::kSoundOnly, "Gelu lowered into Erf and a product"},
-      {"gelu", "alpha_crown", Relation::kSoundOnly, "Gelu lowered into Erf and a product"},
+      // GELU as the Gelu operator (src/ops/gelu.cpp: one function, BoundGelu's slopes). IBP:
+      // ours is exact, auto_LiRPA's always takes GELU's global minimum as the lower bound, so ours
+      // is never looser and tighter where no interval holds the minimum. CROWN matches (within
+      // 9.3e-5·|ref|: auto_LiRPA reads the tangent points of its straddling cases from tables on
+      // a 0.01 grid, we bisect, and every line takes its tightest intercept). α-CROWN: ours
+      // optimises the two slopes
+      // directly, auto_LiRPA 14 tangent points; at lr 0.5 ours ends 10 % wider on average
+      // (with lr 0.1: 2-4 %). A disagreement to resolve, not a tolerance.
+      {"/Gelu", "ibp", Relation::kNotLooser, "exact IBP, auto_LiRPA's includes the minimum"},
+      {"/Gelu", "alpha_crown", Relation::kSoundOnly, "α-CROWN on Gelu optimises less"},
+      // GELU as torch.onnx exports it before opset 20 (Div, Erf, Add, Mul, Mul): distcrown bounds
+      // each node alone (Erf, then the product x · (…) by McCormick), auto_LiRPA (no Erf) only
+      // GELU as one function: sound, and 1.6-2.0× (IBP), 2.4-2.8× (CROWN), 1.6-1.9× (α-CROWN)
+      // wider on average here.
+      {"/erf", "ibp", Relation::kSoundOnly, "exported form: Erf and a product, node by node"},
+      {"/erf", "crown", Relation::kSoundOnly, "exported form: Erf and a product, node by node"},
+      {"/erf", "alpha_crown", Relation::kSoundOnly, "exported form: Erf and a product"},
       // Sin / Cos with an extremum inside a hidden interval: distcrown takes the chord's slope
       // with the tightest intercepts, auto_LiRPA chooses between the chord and tangents from its
       // tables (bound_relax_branch; src/ops/trig.cpp). Where no interval holds an extremum
@@ -151,7 +160,9 @@ const std::vector<Deviation>& deviations() {
 // The relation and the kNotLooser bar for a case and method.
 std::pair<Relation, double> relation(const std::string& name, const std::string& method) {
   for (const Deviation& d : deviations()) {
-    if (name.rfind(d.case_prefix, 0) == 0 && method == d.method) return {d.relation, d.bar};
+    if (name.find(d.case_part) != std::string::npos && method == d.method) {
+      return {d.relation, d.bar};
+    }
   }
   return {method == "alpha_crown" ? Relation::kNotLooser : Relation::kMatch, 1e-3};
 }
@@ -162,7 +173,9 @@ std::string relation_name(const std::string& name, const std::string& method) {
   if (rel == Relation::kMatch) return "match";
   std::string out = rel == Relation::kSoundOnly ? "sound only" : "not looser " + fmt(bar, 2);
   for (const Deviation& d : deviations()) {
-    if (name.rfind(d.case_prefix, 0) == 0 && method == d.method) return out + ": " + d.why;
+    if (name.find(d.case_part) != std::string::npos && method == d.method) {
+      return out + ": " + d.why;
+    }
   }
   return out;
 }
