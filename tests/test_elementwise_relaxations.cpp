@@ -60,6 +60,14 @@ const Intervals kTrigIntervals = {
     {0, 6.3},     {-3, 3},      {-10, 10},  {100, 101.5},      {-1000, -998}, {-20, 1},
     {5.5, 7.5},   {-7.9, -7.7}, {0.7, 3.9}};
 
+// Gelu: each of BoundGelu's cases (convex [−√2, √2], concave beyond, straddling ±√2 on either
+// side, around the minimum at −0.7518), points and very wide intervals.
+const Intervals kGeluIntervals = {
+    {-3, -3},   {0, 0},       {-1e-7, 1e-7}, {-1, 1},       {-0.3, 2},    {-4, 0.5},  {-5, -0.1},
+    {0.1, 5},   {-5, 0},      {0, 5},        {-20, 20},     {-100, 3},    {-2, -1},   {1, 1.3},
+    {1.5, 3},   {-1.3, -0.2}, {-1.5, 1.2},   {-1, 1.6},     {-1.9, -0.5}, {0.2, 1.6}, {-0.8, -0.7},
+    {-30, -20}, {20, 30},     {-10, -1},     {-0.76, -0.74}};
+
 struct OpIntervals {
   std::string op;
   Intervals intervals;
@@ -73,6 +81,7 @@ struct OpIntervals {
 // x [1, n] -> op -> y (Pow: x^exponent, the exponent an initializer): the op is node 1.
 BoundGraph one_op_graph(const std::string& op_type, int64_t n, double exponent = 0) {
   testing::OnnxBuilder b;
+  if (op_type == "Gelu") b.model().opset = 20;
   b.input("x", {1, n}).output("y", {1, n});
   if (exponent != 0) {
     b.initializer("p", at::tensor(exponent, at::kFloat));
@@ -221,13 +230,15 @@ TEST_P(Relaxation, ProjectedParametersStaySound) {
 
 INSTANTIATE_TEST_SUITE_P(
     Ops, Relaxation,
-    ::testing::Values(
-        OpIntervals{"Sigmoid", kSShapedIntervals}, OpIntervals{"Tanh", kSShapedIntervals},
-        OpIntervals{"Exp", kExpIntervals}, OpIntervals{"Reciprocal", kReciprocalIntervals},
-        OpIntervals{"Pow", kEvenPowIntervals, 2}, OpIntervals{"Pow", kEvenPowIntervals, 4},
-        OpIntervals{"Pow", kOddPowIntervals, 3}, OpIntervals{"Pow", kOddPowIntervals, 5},
-        OpIntervals{"Sqrt", kSqrtIntervals}, OpIntervals{"Erf", kSShapedIntervals},
-        OpIntervals{"Sin", kTrigIntervals}, OpIntervals{"Cos", kTrigIntervals}),
+    ::testing::Values(OpIntervals{"Sigmoid", kSShapedIntervals},
+                      OpIntervals{"Tanh", kSShapedIntervals}, OpIntervals{"Exp", kExpIntervals},
+                      OpIntervals{"Reciprocal", kReciprocalIntervals},
+                      OpIntervals{"Pow", kEvenPowIntervals, 2},
+                      OpIntervals{"Pow", kEvenPowIntervals, 4},
+                      OpIntervals{"Pow", kOddPowIntervals, 3},
+                      OpIntervals{"Pow", kOddPowIntervals, 5}, OpIntervals{"Sqrt", kSqrtIntervals},
+                      OpIntervals{"Erf", kSShapedIntervals}, OpIntervals{"Sin", kTrigIntervals},
+                      OpIntervals{"Cos", kTrigIntervals}, OpIntervals{"Gelu", kGeluIntervals}),
     [](const ::testing::TestParamInfo<OpIntervals>& i) { return i.param.name(); });
 
 // Sin / Cos IBP is the true minimum and maximum over each interval: within 1e-6 of those of

@@ -29,10 +29,11 @@
 // *shape]: lower line, upper line), initialised at asin of CROWN's slopes and projected onto the
 // slopes f' takes on [l, u] (every slope is sound, the intercept follows it; these are the slopes
 // of tangents at points of [l, u], where auto_LiRPA keeps its tangent points, and they hold
-// CROWN's: the chord's by the mean value theorem). ψ is π/2 minus a tangent point of sin, up to
-// its period and symmetry: it stays in [−π/2, π/2], where a tangent point far from 0 would lose
-// float32 precision, and the slope 0 (wide intervals) is ψ = 0 exactly.
-// auto_LiRPA optimises 12 tangent points per neuron instead.
+// CROWN's: the chord's by the mean value theorem), except that a chord that is the best line of
+// its side stays fixed, as in auto_LiRPA (line_slope_ranges). ψ is π/2 minus a tangent point of
+// sin, up to its period and symmetry: it stays in [−π/2, π/2], where a tangent point far from 0
+// would lose float32 precision, and the slope 0 (wide intervals) is ψ = 0 exactly. auto_LiRPA
+// optimises 12 tangent points per neuron instead.
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
@@ -111,8 +112,8 @@ class BoundTrig final : public BoundNode {
   }
 
   void project_relaxation_params(at::Tensor& alpha, const Interval& in) const override {
-    // alpha [2, rows, 2, B, *shape]; the range [B, *shape] broadcasts.
-    const Interval k = slope_range(in);
+    // alpha [2, rows, 2, B, *shape]; the ranges [2, B, *shape] (lower line, upper line) broadcast.
+    const Interval k = line_slope_ranges(in);
     alpha.copy_(at::minimum(at::maximum(alpha, at::asin(k.lower)), at::asin(k.upper)));
   }
 
@@ -133,6 +134,35 @@ class BoundTrig final : public BoundNode {
     const at::Tensor one = at::ones_like(dl);
     return {at::where(holds_point(l, u, kPi - phase_), -one, at::minimum(dl, du)).clamp(-1.0, 1.0),
             at::where(holds_point(l, u, -phase_), one, at::maximum(dl, du)).clamp(-1.0, 1.0)};
+  }
+
+  // The slopes α may take per line ([2, B, *shape]: lower line, upper line): slope_range(), except
+  // that the chord is pinned where it is the best line of its side. On [l, u] inside one convex
+  // region of f (x + φ ∈ [π, 2π] + 2πn) every sound upper line lies above the chord on all of
+  // [l, u], so no other upper slope can give a tighter bound, for any A; likewise the lower line
+  // on a concave region ([0, π] + 2πn). CROWN takes the chord there already; letting α move it only
+  // lets Adam's first steps (lr 0.5, of the order of the whole range) throw it off the optimum.
+  // auto_LiRPA keeps these chords fixed too (it optimises tangent points only).
+  [[nodiscard]] Interval line_slope_ranges(const Interval& in) const {
+    const c10::NoGradGuard no_grad;
+    const at::Tensor& l = in.lower;
+    const at::Tensor& u = in.upper;
+    const Interval any = slope_range(in);
+    const at::Tensor region = at::floor((l + phase_) / kPi);  // even: concave, odd: convex
+    const at::Tensor one_region = (region == at::floor((u + phase_) / kPi)) & ((u - l) >= 1e-8);
+    const at::Tensor even = at::remainder(region, 2) == 0;
+    // CROWN's slope is that chord wherever a line is pinned (a monotone convex or concave piece, or
+    // an extremum inside and u − l < π); taking it from crown_slopes() keeps the pinned α exactly
+    // at CROWN's line.
+    const at::Tensor crown = crown_slopes(in).clamp(-1.0, 1.0);
+    const at::Tensor pin_lower = one_region & even;   // concave: the chord is the best lower line
+    const at::Tensor pin_upper = one_region & ~even;  // convex: the chord is the best upper line
+    const at::Tensor lower_line = crown[kLowerLine];
+    const at::Tensor upper_line = crown[kUpperLine];
+    return {at::stack({at::where(pin_lower, lower_line, any.lower),
+                       at::where(pin_upper, upper_line, any.lower)}),
+            at::stack({at::where(pin_lower, lower_line, any.upper),
+                       at::where(pin_upper, upper_line, any.upper)})};
   }
 
   // CROWN's slopes (header comment): [2, B, *shape]. The choice carries no gradient (any slope is
