@@ -66,12 +66,13 @@ def main():
         for mode in MODES:
             r = run(args, model, spec, mode)
             bab = r.get("bab_time_s", 0.0)
-            rates[mode] = r["domains_bounded"] / bab if bab > 0 else float("nan")
+            domains = r.get("domains_bounded", 0)  # absent when no branch and bound ran
+            rates[mode] = domains / bab if bab > 0 else float("nan")
             solved[mode] += r["result"] in ("sat", "unsat")
             worst = r.get("worst_bound")
             worst_text = f"{worst:.4f}" if isinstance(worst, (int, float)) else "-"
             print(f"{model:<12} {spec:<22} {mode:<8} {r['result']:>8} {r['time_s']:>7.1f} "
-                  f"{r['domains_bounded']:>8} {rates[mode]:>7.0f} {worst_text:>11}", flush=True)
+                  f"{domains:>8} {rates[mode]:>7.0f} {worst_text:>11}", flush=True)
         if rates["fixed"] == rates["fixed"] and rates["fixed"] > 0:
             ratios.append(rates["refresh"] / rates["fixed"])
     n = len(args.instances)
