@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <limits>
 #include <map>
 #include <set>
@@ -170,8 +171,10 @@ class ReluBab {
   int64_t K_ = 0;
   int64_t bounded_ = 0;
   /// Tensor bytes one parent's part of a round cost at its peak (its two children, FSB's
-  /// trials, the bounding passes), as the last round with parents measured it; 0: not yet.
+  /// trials, the bounding passes, the attack), the largest over the last rounds with parents
+  /// (attack_every of them, so that a round with a PGD attack is among them); 0: not yet.
   double per_parent_bytes_ = 0;
+  std::deque<double> per_parent_seen_;
 };
 
 at::Tensor cat_dim(const std::vector<Domain>& ds, std::vector<at::Tensor> Domain::*field, size_t r,
@@ -754,8 +757,13 @@ BabResult ReluBab::search(ReluBabStats* stats, const RootStart* start) {
       mine.timed_out = true;
     }
     if (measure) {
-      per_parent_bytes_ = double(std::max<int64_t>(0, memory::step_peak_bytes() - live_before)) /
-                          double(planned.size());
+      per_parent_seen_.push_back(
+          double(std::max<int64_t>(0, memory::step_peak_bytes() - live_before)) /
+          double(planned.size()));
+      if (int64_t(per_parent_seen_.size()) > std::max(1, o_.attack_every)) {
+        per_parent_seen_.pop_front();
+      }
+      per_parent_bytes_ = *std::max_element(per_parent_seen_.begin(), per_parent_seen_.end());
     }
     first_id += 2 * int64_t(plan.size());
     res.max_queue = std::max<int64_t>(res.max_queue, int64_t(queue.size()));
