@@ -41,6 +41,7 @@
 #include "distcrown/ops/linear.hpp"
 #include "distcrown/ops/relu.hpp"
 #include "distcrown/util/enum_names.hpp"
+#include "distcrown/util/memory.hpp"
 #include "fixtures.hpp"
 #include "onnx_builder.hpp"
 #include "process.hpp"
@@ -831,6 +832,114 @@ TEST(ReluBab, WorstBoundNeverFallsFromRoundToRound) {
       ++rounds;
     }
     EXPECT_GE(rounds, 2) << "decided too early to compare rounds";
+  }
+}
+
+// The memory limit (BabOptions::memory_limit_bytes) against the accountant's live tensor bytes.
+// A search of batch 64 and 6 rounds is first run under a limit it never nears, measuring its
+// peak above what was live before it; a quarter of that as the limit's room must shrink the
+// batch, and the search must still not falsify the true property (it may end unknown at the
+// limit, after its rounds).
+class ReluBabMemory : public ::testing::Test {
+ protected:
+  void SetUp() override { memory::install_counting_allocator(); }
+
+  bab::BabResult run(const bab::BabOptions& o) const {
+    const bab::Deadline deadline(0);
+    return bab::relu_bab(h_.net.graph, h_.property.cases[0], objs_[0], objs_, o, deadline);
+  }
+
+  HardProperty h_ = hard_property(0.95);
+  std::vector<bab::Objective> objs_ = objectives(h_.property.cases[0], 1);
+};
+
+bool memory_reason(const bab::BabResult& r) {
+  return r.reason.find("memory limit reached: ") != std::string::npos &&
+         r.reason.find(" MB live, limit ") != std::string::npos;
+}
+
+TEST_F(ReluBabMemory, ATightLimitShrinksTheBatch) {
+  ASSERT_LT(h_.alpha_lower, h_.rhs);
+  bab::BabOptions o;
+  o.batch = 64;
+  o.max_rounds = 6;
+  const int64_t live = memory::live_bytes();
+  o.memory_limit_bytes = live + (int64_t{1} << 30);
+  memory::reset_peak();
+  const bab::BabResult free = run(o);
+  const int64_t cost = memory::peak_bytes() - live;
+  ASSERT_NE(status(free), "falsified");
+  ASSERT_GE(free.rounds, 3) << status(free) << ": " << free.reason;
+  EXPECT_EQ(free.min_batch, 64);
+  EXPECT_FALSE(free.memory_limited);
+  ASSERT_GT(cost, 0);
+
+  o.memory_limit_bytes = memory::live_bytes() + cost / 4;
+  const bab::BabResult tight = run(o);
+  EXPECT_NE(status(tight), "falsified") << "the property holds below the sampled minimum";
+  EXPECT_GE(tight.rounds, 1) << status(tight) << ": " << tight.reason;
+  EXPECT_GE(tight.min_batch, 1);
+  EXPECT_LT(tight.min_batch, 64) << status(tight) << ": " << tight.reason;
+  EXPECT_TRUE(tight.memory_limited);
+  if (status(tight) == "unknown" && tight.rounds < 6) {
+    EXPECT_TRUE(memory_reason(tight)) << tight.reason;
+  }
+}
+
+TEST_F(ReluBabMemory, ALimitBelowWhatIsLiveStopsUnknown) {
+  ASSERT_LT(h_.alpha_lower, h_.rhs);
+  for (const bool deterministic : {false, true}) {
+    SCOPED_TRACE(deterministic ? "deterministic" : "adaptive");
+    bab::BabOptions o;
+    o.deterministic = deterministic;
+    o.memory_limit_bytes = 1;  // the queued root alone is more
+    const bab::BabResult r = run(o);
+    EXPECT_EQ(status(r), "unknown");
+    EXPECT_TRUE(memory_reason(r)) << r.reason;
+    EXPECT_TRUE(r.memory_limited);
+    EXPECT_EQ(r.rounds, 0);
+    EXPECT_EQ(r.min_batch, 0);
+  }
+  bab::BabOptions o;
+  o.memory_limit_bytes = -1;
+  EXPECT_THROW((void)run(o), InvalidArgument);
+}
+
+// Deterministic: the batch never adapts. Under a limit it never nears, the search is the one
+// without a limit; under a tight one, every round it runs has the full batch, and it ends
+// unknown at the limit or does the same work.
+TEST_F(ReluBabMemory, DeterministicNeverResizes) {
+  ASSERT_LT(h_.alpha_lower, h_.rhs);
+  bab::BabOptions o;
+  o.deterministic = true;
+  o.batch = 8;
+  o.max_rounds = 4;
+  const int64_t live = memory::live_bytes();
+  o.memory_limit_bytes = live + (int64_t{1} << 30);
+  memory::reset_peak();
+  const bab::BabResult free = run(o);
+  const int64_t cost = memory::peak_bytes() - live;
+  ASSERT_NE(status(free), "falsified");
+  ASSERT_GE(free.rounds, 2) << status(free) << ": " << free.reason;
+  EXPECT_EQ(free.min_batch, 8);
+  EXPECT_FALSE(free.memory_limited);
+  ASSERT_GT(cost, 0);
+
+  o.memory_limit_bytes = memory::live_bytes() + cost / 2;
+  const bab::BabResult tight = run(o);
+  EXPECT_NE(status(tight), "falsified");
+  if (tight.rounds > 0) {
+    EXPECT_EQ(tight.min_batch, 8);
+  }
+  if (tight.memory_limited) {
+    EXPECT_EQ(status(tight), "unknown");
+    EXPECT_TRUE(memory_reason(tight)) << tight.reason;
+    EXPECT_LE(tight.rounds, free.rounds);
+  } else {
+    EXPECT_EQ(status(tight), status(free));
+    EXPECT_EQ(tight.rounds, free.rounds);
+    EXPECT_EQ(tight.domains_bounded, free.domains_bounded);
+    EXPECT_EQ(tight.worst_value, free.worst_value);
   }
 }
 

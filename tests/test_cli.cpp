@@ -353,6 +353,36 @@ TEST_F(Cli, VerifyTakesTheResolvedOptions) {
   EXPECT_EQ(testing::read_file(result), "unsat\n");  // examples/README.md
 }
 
+// --memory-limit MB: taken, and given back in --report as memory.limit_bytes, with the smallest
+// batch of a branch and bound (bab_min_batch; null: none ran) and memory.limited; a negative,
+// malformed or overflowing value is a one-line usage error.
+TEST_F(Cli, VerifyTakesAMemoryLimitAndReportsIt) {
+  const fs::path result = dir_ / "result.txt";
+  const fs::path report = dir_ / "report.json";
+  const CliResult r = run("verify --quiet --memory-limit 123 --timeout 60 --result " +
+                          quote(result) + " --report " + quote(report));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(testing::read_file(result), "unsat\n");
+  const json j = testing::read_json(report);
+  ASSERT_TRUE(j.contains("bab_min_batch")) << j.dump();
+  EXPECT_TRUE(j["bab_min_batch"].is_null() || j["bab_min_batch"].get<int64_t>() >= 1) << j.dump();
+  EXPECT_EQ(j["memory"].value("limit_bytes", int64_t{0}), 123000000) << j.dump();
+  ASSERT_TRUE(j["memory"].contains("limited")) << j.dump();
+  EXPECT_FALSE(j["memory"]["limited"].get<bool>()) << j.dump();
+  // The default: half of the memory available, a positive number of bytes on Linux.
+  ASSERT_EQ(run("verify --quiet --timeout 60 --report " + quote(report)).exit_code, 0);
+  EXPECT_GT(testing::read_json(report)["memory"].value("limit_bytes", int64_t{0}), 0);
+  for (const std::string bad :
+       {"-5", "abc", "12x", "1e30", "9223372036854775807", "--memory-limit=-1"}) {
+    SCOPED_TRACE(bad);
+    std::remove(result.c_str());
+    const std::string args = bad.rfind("--", 0) == 0 ? bad : "--memory-limit " + bad;
+    expect_one_error_line(run("verify " + args + " --result " + quote(result)), {"--memory-limit"});
+    EXPECT_EQ(testing::read_file(result), "error\n");
+  }
+  expect_one_error_line(run("bounds --memory-limit 100"), {"--memory-limit", "verify only"});
+}
+
 TEST_F(Cli, BoundsTakesTimeoutThreadsAndAutoIntermediate) {
   const json j = bounds_json("--method crown --timeout 100 --threads 1 --intermediate auto");
   expect_bounds_json(j, "crown", kDigitsOutputs);

@@ -32,6 +32,10 @@ TEST(DomainExchange, ReportSurvivesTheTrip) {
   r.queued = 12345;
   r.bounded = 678;
   r.candidates = {{-1.25, 7}, {-0.5, 3}, {-0.5, 9}};
+  r.batch_cap = 24;
+  r.memory_full = true;
+  r.live_bytes = 3000000000;
+  r.limit_bytes = 2000000000;
   const RoundReport back = decode_report(encode_report(r));
   EXPECT_TRUE(back.timed_out);
   EXPECT_FALSE(back.exhausted);
@@ -42,7 +46,14 @@ TEST(DomainExchange, ReportSurvivesTheTrip) {
   EXPECT_EQ(back.queued, 12345);
   EXPECT_EQ(back.bounded, 678);
   EXPECT_EQ(back.candidates, r.candidates);
-  EXPECT_FALSE(decode_report(encode_report(RoundReport{})).counterexample.has_value());
+  EXPECT_EQ(back.batch_cap, 24);
+  EXPECT_TRUE(back.memory_full);
+  EXPECT_EQ(back.live_bytes, 3000000000);
+  EXPECT_EQ(back.limit_bytes, 2000000000);
+  const RoundReport none = decode_report(encode_report(RoundReport{}));
+  EXPECT_FALSE(none.counterexample.has_value());
+  EXPECT_EQ(none.batch_cap, std::numeric_limits<int64_t>::max());
+  EXPECT_FALSE(none.memory_full);
 }
 
 TEST(DomainExchange, DomainSurvivesTheTripBitForBit) {

@@ -1,6 +1,8 @@
 #include "distcrown/bab/bab.hpp"
 
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "distcrown/util/memory.hpp"
@@ -12,6 +14,20 @@ namespace {
 constexpr double kProgressInterval = 1.0;
 
 }  // namespace
+
+int64_t default_memory_limit_bytes() {
+  std::ifstream in("/proc/meminfo");
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string key;
+    int64_t kib = 0;
+    std::string unit;
+    if (fields >> key >> kib >> unit && key == "MemAvailable:" && unit == "kB" && kib > 0) {
+      return kib * 1024 / 2;
+    }
+  }
+  return 0;
+}
 
 void Progress::start(std::string phase) {
   phase_ = std::move(phase);

@@ -50,6 +50,14 @@ struct RoundReport {
   int64_t bounded = 0;                           // domains its group has bounded so far
   /// (value, id) of its group's worst domains, at most a batch, worst first.
   std::vector<std::pair<double, int64_t>> candidates;
+  /// The largest batch (BabOptions::batch's units) its memory limit allows next round; the round
+  /// takes the smallest over every rank.
+  int64_t batch_cap = std::numeric_limits<int64_t>::max();
+  /// Not even the smallest batch fits under its memory limit (deterministic: the fixed one),
+  /// with its live tensor bytes and limit then, for the reason every rank gives.
+  bool memory_full = false;
+  int64_t live_bytes = 0;
+  int64_t limit_bytes = 0;
 };
 
 std::string encode_report(const RoundReport& r);

@@ -102,6 +102,10 @@ std::string encode_report(const RoundReport& r) {
     w.put(value);
     w.put(id);
   }
+  w.put(r.batch_cap);
+  w.put(uint8_t(r.memory_full));
+  w.put(r.live_bytes);
+  w.put(r.limit_bytes);
   return w.take();
 }
 
@@ -124,6 +128,10 @@ RoundReport decode_report(std::string_view bytes) {
     value = in.get<double>();
     id = in.get<int64_t>();
   }
+  r.batch_cap = in.get<int64_t>();
+  r.memory_full = in.get<uint8_t>() != 0;
+  r.live_bytes = in.get<int64_t>();
+  r.limit_bytes = in.get<int64_t>();
   if (!in.done()) throw Error("internal: trailing bytes in a branch-and-bound report");
   return r;
 }

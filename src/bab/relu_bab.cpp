@@ -1,6 +1,11 @@
 #include "distcrown/bab/relu_bab.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <deque>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -13,6 +18,7 @@
 #include "distcrown/methods/alpha_crown.hpp"
 #include "distcrown/methods/crown.hpp"
 #include "distcrown/util/error.hpp"
+#include "distcrown/util/memory.hpp"
 #include "distcrown/util/tensor_values.hpp"
 #include "domain.hpp"
 
@@ -128,7 +134,7 @@ class ReluBab {
   /// start's α where given (ReLU node -> [K, 1, *shape]), else CROWN's slopes; β = 0.
   Domain make_root(const std::vector<Interval>& bounds,
                    const std::map<int, at::Tensor>& output_alpha);
-  std::vector<std::pair<size_t, int64_t>> choose(const std::vector<Domain>& parents);
+  std::vector<std::pair<size_t, int64_t>> choose(const std::vector<Domain>& parents, int64_t batch);
   Domain child(const Domain& parent, size_t r, int64_t j, bool active, int64_t id);
   std::optional<Counterexample> attack_from(const std::vector<Domain>& ds, const Bounded& b,
                                             bool with_pgd);
@@ -155,11 +161,20 @@ class ReluBab {
   std::vector<std::pair<int64_t, Domain>> take_planned(const std::vector<Planned>& plan,
                                                        std::vector<Domain>& candidates,
                                                        std::vector<Domain>& queue);
+  /// This rank's cap on the next round's batch under the memory limit (BabOptions::batch's
+  /// units), after a round planned with `last_batch`; sets mine.memory_full (with the live
+  /// bytes and the limit) when not even one domain fits, or, deterministic, the fixed batch.
+  void cap_batch(RoundReport& mine, int64_t last_batch, int64_t queued) const;
   std::vector<int> relus_, pre_;
   std::vector<int> other_pre_;  // inputs of relaxed nodes that are not split (MaxPool, Sigmoid)
   std::map<int, size_t> relu_index_;
   int64_t K_ = 0;
   int64_t bounded_ = 0;
+  /// Tensor bytes one parent's part of a round cost at its peak (its two children, FSB's
+  /// trials, the bounding passes, the attack), the largest over the last rounds with parents
+  /// (attack_every of them, so that a round with a PGD attack is among them); 0: not yet.
+  double per_parent_bytes_ = 0;
+  std::deque<double> per_parent_seen_;
 };
 
 at::Tensor cat_dim(const std::vector<Domain>& ds, std::vector<at::Tensor> Domain::*field, size_t r,
@@ -378,7 +393,8 @@ Domain ReluBab::child(const Domain& parent, size_t r, int64_t j, bool active, in
 }
 
 // (ReLU, flat neuron) per parent.
-std::vector<std::pair<size_t, int64_t>> ReluBab::choose(const std::vector<Domain>& parents) {
+std::vector<std::pair<size_t, int64_t>> ReluBab::choose(const std::vector<Domain>& parents,
+                                                        int64_t batch) {
   std::vector<int64_t> offsets{0};
   for (size_t r = 0; r < relus_.size(); ++r) {
     offsets.push_back(offsets.back() + parents.front().lower[r].numel());
@@ -417,7 +433,7 @@ std::vector<std::pair<size_t, int64_t>> ReluBab::choose(const std::vector<Domain
   // (2·k children per parent) never holds more at once than the round's own bounding does.
   std::vector<at::Tensor> pieces;
   const int64_t groups = o_.world.groups;
-  const auto piece = size_t(2 * ((o_.batch + groups - 1) / groups));
+  const auto piece = size_t(2 * ((batch + groups - 1) / groups));
   for (size_t s = 0; s < trial.size(); s += piece) {
     std::vector<Domain> part(
         std::make_move_iterator(trial.begin() + long(s)),
@@ -499,13 +515,25 @@ std::vector<RoundReport> ReluBab::exchange(const RoundReport& mine) {
   if (w.world_size() == 1) return {mine};
   std::vector<RoundReport> groups;
   bool timed_out = false;
+  int64_t batch_cap = std::numeric_limits<int64_t>::max();
+  std::optional<RoundReport> full;  // the lowest rank whose memory is full
   const std::vector<std::string> all = w.world->all_gather_strings(detail::encode_report(mine));
   for (size_t r = 0; r < all.size(); ++r) {
     RoundReport report = detail::decode_report(all[r]);
     timed_out = timed_out || report.timed_out;
+    batch_cap = std::min(batch_cap, report.batch_cap);
+    if (report.memory_full && !full) full = report;
     if (int(r) % w.group_size() == 0) groups.push_back(std::move(report));
   }
-  for (RoundReport& g : groups) g.timed_out = timed_out;
+  for (RoundReport& g : groups) {
+    g.timed_out = timed_out;
+    g.batch_cap = batch_cap;
+    if (full) {
+      g.memory_full = true;
+      g.live_bytes = full->live_bytes;
+      g.limit_bytes = full->limit_bytes;
+    }
+  }
   return groups;
 }
 
@@ -551,6 +579,38 @@ std::vector<std::pair<int64_t, Domain>> ReluBab::take_planned(const std::vector<
   return mine;
 }
 
+void ReluBab::cap_batch(RoundReport& mine, int64_t last_batch, int64_t queued) const {
+  mine.batch_cap = o_.batch;
+  mine.memory_full = false;
+  const int64_t limit = o_.memory_limit_bytes;
+  if (limit <= 0) return;
+  const int64_t live = memory::live_bytes();
+  mine.live_bytes = live;
+  mine.limit_bytes = limit;
+  const auto groups = double(o_.world.groups);
+  const double room = double(limit) - double(live);
+  if (o_.deterministic) {
+    // The batch stays fixed: its predicted peak (this group's share of it, or what the group
+    // holds when less) must fit.
+    const double share = std::min(std::ceil(double(o_.batch) / groups), double(queued));
+    mine.memory_full = room <= 0 || per_parent_bytes_ * share > room;
+    return;
+  }
+  if (room <= 0) {
+    mine.memory_full = true;
+    return;
+  }
+  if (per_parent_bytes_ <= 0) return;                       // nothing measured yet
+  const double fit = std::floor(room / per_parent_bytes_);  // parents per group
+  if (fit < 1) {
+    mine.memory_full = true;
+    return;
+  }
+  // Grows back at most by doubling: the cost per domain was measured at the last batch.
+  const double cap = std::min({double(o_.batch), 2.0 * double(last_batch), fit * groups});
+  mine.batch_cap = std::max<int64_t>(1, int64_t(cap));
+}
+
 BabResult ReluBab::search(ReluBabStats* stats, const RootStart* start) {
   BabResult& res = res_;
   const BabWorld& w = o_.world;
@@ -584,12 +644,16 @@ BabResult ReluBab::search(ReluBabStats* stats, const RootStart* start) {
   } catch (const DeadlineReached&) {
     mine.timed_out = true;
   }
-  int64_t first_id = 1;  // of the next round's children
+  int64_t first_id = 1;           // of the next round's children
+  int64_t last_batch = o_.batch;  // the last round's batch (the smallest cap over the ranks)
   for (;;) {
-    // This group's worst domains, at most a batch; all its ranks pop the same ones.
+    // This group's worst domains, at most a batch (under this rank's memory cap); all its ranks
+    // pop the same ones.
     std::vector<Domain> candidates;
     if (!mine.timed_out) mine.timed_out = deadline_.expired();
-    while (!mine.timed_out && !queue.empty() && int64_t(candidates.size()) < o_.batch) {
+    cap_batch(mine, last_batch, int64_t(queue.size()));
+    const int64_t take = std::min(o_.batch, mine.batch_cap);
+    while (!mine.timed_out && !queue.empty() && int64_t(candidates.size()) < take) {
       std::pop_heap(queue.begin(), queue.end(), worse_first);
       Domain d = std::move(queue.back());
       queue.pop_back();
@@ -624,7 +688,11 @@ BabResult ReluBab::search(ReluBabStats* stats, const RootStart* start) {
       }
     }
     if (groups.front().timed_out) return done(BabStatus::kTimeout);
-    const std::vector<Planned> plan = detail::plan_round(groups, o_.batch);
+    // The smallest cap of every rank (exchange() gave every group the world's): the same batch
+    // everywhere.
+    int64_t batch = o_.batch;
+    for (const RoundReport& g : groups) batch = std::min(batch, g.batch_cap);
+    const std::vector<Planned> plan = detail::plan_round(groups, batch);
     if (plan.empty()) {
       if (no_splittable) {
         res.reason =
@@ -640,18 +708,34 @@ BabResult ReluBab::search(ReluBabStats* stats, const RootStart* start) {
     }
     res.worst_value = plan.front().value;
     progress_.report(res.rounds, res.domains_bounded, queued, res.worst_value);
+    if (const RoundReport& full = groups.front(); full.memory_full) {
+      res.memory_limited = true;
+      std::array<char, 96> text{};
+      std::snprintf(text.data(), text.size(), "memory limit reached: %.3g MB live, limit %.3g MB",
+                    double(full.live_bytes) / 1e6, double(full.limit_bytes) / 1e6);
+      res.reason = text.data();
+      return done(BabStatus::kUnknown);
+    }
     if (o_.max_rounds > 0 && res.rounds >= o_.max_rounds) {
       res.reason = "round limit reached";
       return done(BabStatus::kUnknown);
     }
     ++res.rounds;
+    res.min_batch = res.min_batch == 0 ? batch : std::min(res.min_batch, batch);
+    res.memory_limited = res.memory_limited || batch < o_.batch;
+    last_batch = batch;
     std::vector<std::pair<int64_t, Domain>> planned = take_planned(plan, candidates, queue);
+    // The round's cost in tensor bytes, from its start (the parents taken) to its peak (with the
+    // children queued), on the accountant's step peak (its run peak stays the whole run's).
+    const bool measure = o_.memory_limit_bytes > 0 && !planned.empty();
+    if (measure) memory::reset_step_peak();
+    const int64_t live_before = memory::live_bytes();
     try {
       std::vector<Domain> parents;
       parents.reserve(planned.size());
       for (auto& [p, d] : planned) parents.push_back(std::move(d));
       if (!parents.empty()) {
-        const auto picks = choose(parents);
+        const auto picks = choose(parents, batch);
         std::vector<Domain> children;
         for (size_t i = 0; i < parents.size(); ++i) {
           const int64_t id = first_id + 2 * planned[i].first;
@@ -672,6 +756,15 @@ BabResult ReluBab::search(ReluBabStats* stats, const RootStart* start) {
     } catch (const DeadlineReached&) {
       mine.timed_out = true;
     }
+    if (measure) {
+      per_parent_seen_.push_back(
+          double(std::max<int64_t>(0, memory::step_peak_bytes() - live_before)) /
+          double(planned.size()));
+      if (int64_t(per_parent_seen_.size()) > std::max(1, o_.attack_every)) {
+        per_parent_seen_.pop_front();
+      }
+      per_parent_bytes_ = *std::max_element(per_parent_seen_.begin(), per_parent_seen_.end());
+    }
     first_id += 2 * int64_t(plan.size());
     res.max_queue = std::max<int64_t>(res.max_queue, int64_t(queue.size()));
     if (stats != nullptr) {
@@ -679,6 +772,30 @@ BabResult ReluBab::search(ReluBabStats* stats, const RootStart* start) {
       if (now.total() > stats->peak_store.total()) stats->peak_store = now;
     }
   }
+}
+
+// The limit a branch and bound keeps to (0: none): the memory accountant counts CPU tensors
+// only, and only once installed, so a limit is enforced there alone.
+int64_t memory_limit(int64_t requested, const at::Device& device) {
+  if (requested < 0) throw InvalidArgument("memory limit must be >= 0 bytes");
+  if (!device.is_cpu()) {
+    if (requested > 0) {
+      throw InvalidArgument(
+          "a memory limit is enforced for CPU branch and bound only (the accountant does not "
+          "track " +
+          device.str() + " memory here yet)");
+    }
+    return 0;
+  }
+  if (!memory::counting_installed()) {
+    if (requested > 0) {
+      throw InvalidArgument(
+          "a memory limit needs the memory accountant: call "
+          "memory::install_counting_allocator() first");
+    }
+    return 0;
+  }
+  return requested > 0 ? requested : default_memory_limit_bytes();
 }
 
 }  // namespace
@@ -702,7 +819,9 @@ BabResult relu_bab(const BoundGraph& g, const io::VnnlibCase& c, const Objective
                    const Deadline& deadline, const BoundOptions& bound_options, ReluBabStats* stats,
                    const RootStart* start) {
   if (options.batch < 1) throw InvalidArgument("branch and bound batch must be >= 1");
-  ReluBab bab(g, c, objective, disjuncts, options, deadline, bound_options);
+  BabOptions o = options;
+  o.memory_limit_bytes = memory_limit(options.memory_limit_bytes, g.device());
+  ReluBab bab(g, c, objective, disjuncts, o, deadline, bound_options);
   return bab.run(stats, start);
 }
 

@@ -1,5 +1,6 @@
 #include "distcrown/bab/verifier.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -124,6 +125,11 @@ VerifyResult decide(const BoundGraph& g, const io::VnnlibProperty& property,
       r.bab_seconds += deadline.elapsed() - bab_start;
       r.domains_bounded += b.domains_bounded;
       r.domains_moved += b.domains_moved;
+      if (b.min_batch > 0) {
+        r.bab_min_batch =
+            r.bab_min_batch == 0 ? b.min_batch : std::min(r.bab_min_batch, b.min_batch);
+      }
+      r.memory_limited = r.memory_limited || b.memory_limited;
       if (b.status != BabStatus::kProved && b.rounds > 0) r.worst_bound = b.worst_value;
       r.domains_per_group.resize(b.domains_per_group.size(), 0);
       for (size_t k = 0; k < b.domains_per_group.size(); ++k) {

@@ -53,6 +53,9 @@ CLI::Validator whole_number(T lo) {
   return CLI::Range(static_cast<double>(lo), static_cast<double>(std::numeric_limits<T>::max()));
 }
 
+// --memory-limit in MB: more than this overflows the bytes.
+constexpr int64_t kMaxMemoryLimitMb = std::numeric_limits<int64_t>::max() / 1000000;
+
 // Intra-op threads: more than this is refused (a value such as 100000 made LibTorch hang).
 constexpr int kMaxThreads = 256;
 
@@ -112,8 +115,8 @@ const std::vector<OptionSpec>& table() {
                "FILE"))},
       {"report", Applies::kVerify,
        "write a JSON summary here: result, time_s (since the process started), world_size, "
-       "groups, shard, domains_bounded, domains_per_group, domains_moved, memory (peak_bytes "
-       "resident, the largest over the ranks, and per rank), comm",
+       "groups, shard, domains_bounded, domains_per_group, domains_moved, bab_min_batch, memory "
+       "(peak_bytes resident, the largest over the ranks, and per rank; limit_bytes), comm",
        field(
            [](RunOptions & r) -> auto& { return r.report; },
            CLI::Validator(
@@ -185,6 +188,13 @@ const std::vector<OptionSpec>& table() {
       {"deterministic", Applies::kVerify,
        "fixed batches, no early exits: the same work on every run",
        field([](RunOptions & r) -> auto& { return r.verify.bab.deterministic; })},
+      {"memory-limit", Applies::kVerify,
+       "MB (10^6 bytes) of tensors that ReLU branch and bound may hold: each round's batch "
+       "shrinks to fit, and the search ends unknown when not one domain fits (0 = half of the "
+       "available memory; CPU only)",
+       field(
+           [](RunOptions & r) -> auto& { return r.memory_limit_mb; },
+           CLI::Range(int64_t{0}, kMaxMemoryLimitMb))},
       {"max-rounds", Applies::kVerify, "stop branch and bound after N rounds (0 = no limit)",
        field(
            [](RunOptions & r) -> auto& { return r.verify.bab.max_rounds; },

@@ -139,7 +139,8 @@ void write_report(const std::string& path, const std::string& verdict, double se
 // Collective: what every rank did (peak memory, collectives), for rank 0's report, with the
 // ranks' layout and the branch and bound's counts.
 nlohmann::json run_facts(const RunOptions& a, collective::Communicator& world,
-                         const collective::Communicator& group, const bab::VerifyResult& r) {
+                         const collective::Communicator& group, const bab::VerifyResult& r,
+                         int64_t memory_limit_bytes) {
   const collective::CommStats mine = group.stats();
   const std::string text = std::to_string(peak_resident_bytes()) + " " +
                            std::to_string(memory::peak_bytes()) + " " + std::to_string(mine.calls) +
@@ -173,7 +174,15 @@ nlohmann::json run_facts(const RunOptions& a, collective::Communicator& world,
   j["domains_moved"] = r.domains_moved;
   j["bab_time_s"] = r.bab_seconds;
   j["worst_bound"] = r.worst_bound ? nlohmann::json(*r.worst_bound) : nlohmann::json();
-  j["memory"] = {{"peak_bytes", peak}, {"peak_tensor_bytes", peak_tensors}, {"ranks", ranks}};
+  // The smallest batch of a ReLU-splitting round (null: none ran), and this rank's memory limit
+  // (null: none) and whether it shrank a batch or ended the search.
+  j["bab_min_batch"] = r.bab_min_batch > 0 ? nlohmann::json(r.bab_min_batch) : nlohmann::json();
+  j["memory"] = {{"peak_bytes", peak},
+                 {"peak_tensor_bytes", peak_tensors},
+                 {"ranks", ranks},
+                 {"limit_bytes",
+                  memory_limit_bytes > 0 ? nlohmann::json(memory_limit_bytes) : nlohmann::json()},
+                 {"limited", r.memory_limited}};
   // Collectives of the model's sharding within the groups, summed over the ranks (the round
   // exchanges are host messages, not counted).
   j["comm"] = {{"calls", total.calls}, {"bytes", total.bytes}, {"time_s", total.time_s}};
@@ -310,6 +319,13 @@ int run_verify(const RunOptions& a) {
   o.bab.root_iterations = a.alpha.iterations;
   o.bab.root_lr = a.alpha.lr;
   o.bab.progress = !a.quiet && speaker;
+  // --memory-limit: resolved here (the default from this rank's available memory) so that the
+  // report gives the limit kept to; the accountant counts CPU tensors only.
+  if (a.memory_limit_mb > 0) {
+    o.bab.memory_limit_bytes = a.memory_limit_mb * 1000000;
+  } else if (a.device == Device::kCpu) {
+    o.bab.memory_limit_bytes = bab::default_memory_limit_bytes();
+  }
   o.bound.crown_batch_size = a.bound.crown_batch_size;
   o.bound.conv_mode = a.bound.conv_mode;
   // Input splitting bounds many small boxes of a small network: CROWN on every neuron
@@ -333,7 +349,8 @@ int run_verify(const RunOptions& a) {
     std::fprintf(stderr, "distcrown: error: rank %d: %s\n", world->rank(), e.what());
     collective::abort_all_ranks(1);
   }
-  const nlohmann::json facts = run_facts(a, *world, *o.bab.world.group, r);  // collective
+  const nlohmann::json facts =
+      run_facts(a, *world, *o.bab.world.group, r, o.bab.memory_limit_bytes);  // collective
   if (watchdog && !watchdog->claim()) {
     for (;;) ::pause();  // the watchdog has answered; its signal ends the process
   }

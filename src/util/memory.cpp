@@ -13,16 +13,22 @@ namespace {
 
 std::atomic<int64_t> g_live{0};
 std::atomic<int64_t> g_peak{0};
+std::atomic<int64_t> g_step_peak{0};
 std::atomic<bool> g_installed{false};
 
 // Each block carries its size in a header of kAlignment bytes just before the data, so the
 // DataPtr stays "simple" (data == context), which some LibTorch kernels assert.
 constexpr size_t kHeader = c10::gAlignment;
 
-void bump_peak(int64_t now) {
-  int64_t seen = g_peak.load(std::memory_order_relaxed);
-  while (now > seen && !g_peak.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
+void bump(std::atomic<int64_t>& peak, int64_t now) {
+  int64_t seen = peak.load(std::memory_order_relaxed);
+  while (now > seen && !peak.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
   }
+}
+
+void bump_peak(int64_t now) {
+  bump(g_peak, now);
+  bump(g_step_peak, now);
 }
 
 void counted_free(void* data) {
@@ -68,6 +74,8 @@ bool counting_installed() { return g_installed.load(); }
 int64_t live_bytes() { return g_live.load(std::memory_order_relaxed); }
 int64_t peak_bytes() { return g_peak.load(std::memory_order_relaxed); }
 void reset_peak() { g_peak.store(g_live.load(std::memory_order_relaxed)); }
+int64_t step_peak_bytes() { return g_step_peak.load(std::memory_order_relaxed); }
+void reset_step_peak() { g_step_peak.store(g_live.load(std::memory_order_relaxed)); }
 Usage usage() { return {live_bytes(), peak_bytes()}; }
 
 }  // namespace distcrown::memory

@@ -68,7 +68,14 @@ struct BabOptions {
   /// optimisation when a batch is proved, no adaptive resizing.
   bool deterministic = false;
   int64_t max_rounds = 0;  // 0 = until decided or timeout
-  int attack_every = 5;    // rounds between attacks from the worst domains (0 = never)
+  /// Tensor bytes (the memory accountant's live_bytes(), util/memory.hpp) that ReLU splitting
+  /// may hold: each round's batch is the largest (<= `batch`, at most doubling per round) whose
+  /// cost per domain, measured in the last round, fits under it with what is live; when not even
+  /// one domain fits (or, deterministic, the fixed batch does not), the search stops unknown.
+  /// 0 = default_memory_limit_bytes(). Applies only on a CPU graph with the counting allocator
+  /// installed (an explicit limit is refused otherwise: nothing would enforce it).
+  int64_t memory_limit_bytes = 0;
+  int attack_every = 5;  // rounds between attacks from the worst domains (0 = never)
   AttackOptions attack;
   bool progress = false;  // stderr, at most once a second
   /// Where the progress lines go when the caller keeps one Progress across phases (verify);
@@ -89,7 +96,15 @@ struct BabResult {
   int64_t max_queue = 0;
   double worst_value = 0;  // lowest domain value left (when not proved)
   std::string reason;      // why unknown
+  /// The smallest batch any round was planned with (0: no round ran), and whether the memory
+  /// limit made it smaller than BabOptions::batch or ended the search.
+  int64_t min_batch = 0;
+  bool memory_limited = false;
 };
+
+/// The default memory limit: half of the memory the OS reports available now (Linux
+/// /proc/meminfo MemAvailable); 0 where that is not known (no limit).
+int64_t default_memory_limit_bytes();
 
 /// The deadline (util/deadline.hpp), as the branch-and-bound API has always named it.
 using Deadline = distcrown::Deadline;

@@ -25,6 +25,12 @@ int64_t peak_bytes();
 /// Restarts peak tracking from the current live value.
 void reset_peak();
 
+/// A second peak for measuring one step (a branch-and-bound round) without touching
+/// peak_bytes(), which reports the whole run: the largest live_bytes() since the last
+/// reset_step_peak().
+int64_t step_peak_bytes();
+void reset_step_peak();
+
 /// Snapshot of the counters, e.g. baseline after loading and peak during bounding.
 struct Usage {
   int64_t live_bytes = 0;
