@@ -9,6 +9,7 @@ column (alpha-beta-CROWN's VNN-COMP 2022 verdict) says unsat, or unsat where it 
 
 Set-up of alpha-beta-CROWN (what the committed docs/vs_abcrown.* were made with):
 
+  # (here both were exported with `git archive` from stored snapshots of the two repositories)
   # source: the Dec 2025 release (commit 8250d5f) and its auto_LiRPA submodule (commit 9d100ec,
   # "Dec 2025 release"); the submodule goes to <src>/auto_LiRPA (complete_verifier/auto_LiRPA is
   # a symlink to ../auto_LiRPA/auto_LiRPA). Only the source files are needed, not the data sets.
@@ -19,7 +20,9 @@ Set-up of alpha-beta-CROWN (what the committed docs/vs_abcrown.* were made with)
   python3.11 -m venv /work/abcrown-venv
   /work/abcrown-venv/bin/pip install torch==2.8.0 torchvision==0.23.0 onnx onnxruntime \
       onnx2pytorch==0.6.0 onnxoptimizer onnxsim skl2onnx pyyaml sortedcontainers
-  # (+ whatever else complete_verifier imports; see the pip freeze in docs/vs_abcrown.txt)
+  /work/abcrown-venv/bin/pip install ninja tqdm appdirs termcolor psutil pandas graphviz gurobipy
+  # gurobipy is imported unconditionally by complete_verifier/lp_mip_solver; it is never used
+  # here (no MIP: see the mnist_fc config note below). Versions: see docs/vs_abcrown.txt.
 
 This script launches alpha-beta-CROWN through itself (`--launch-abcrown`), which before running
 complete_verifier/abcrown.py
@@ -44,9 +47,11 @@ distcrown command per instance:
   distcrown verify --model M --vnnlib S --timeout T --threads 1 --quiet --result OUT
 
 Run that produced docs/vs_abcrown.csv (on one pinned core):
-  taskset -c 0 python3 benchmarks/bench_vs_abcrown.py --benchmark mnist_fc --model mnist_256x2 \
-      --benchmark acasxu --timeout-cap 60 --python /work/abcrown-venv/bin/python \
-      --abcrown-dir /work/abcrown-src --csv docs/vs_abcrown.csv
+  taskset -c 0 python3 benchmarks/bench_vs_abcrown.py --binary /work/main/build/bin/distcrown \
+      --benchmark mnist_fc --model mnist_256x2 --benchmark acasxu --timeout-cap 60 \
+      --python /work/abcrown-venv/bin/python --abcrown-dir /work/abcrown-src \
+      --abcrown-logs /tmp/abl_run --csv docs/vs_abcrown.csv
+(--model filters mnist_fc rows only; the acasxu rows all stay.)
 """
 import argparse
 import csv
