@@ -87,6 +87,31 @@ TEST(DomainExchange, DomainSurvivesTheTripBitForBit) {
   EXPECT_FALSE(decode_domain(encode_domain(d), at::Device(at::kCPU)).score.defined());
 }
 
+TEST(DomainExchange, SubBoxSurvivesTheTripBitForBit) {
+  SubBox b;
+  b.lower = at::rand({1, 5}, at::kFloat);
+  b.upper = b.lower + 0.25;
+  b.value = -0.123456789012345;
+  b.split_dim = 3;
+  b.id = 987654321;
+  b.A = at::randn({2, 5}, at::kDouble);
+  b.c = at::randn({2}, at::kDouble);
+  const SubBox back = decode_box(encode_domain(b));
+  EXPECT_EQ(back.value, b.value);
+  EXPECT_EQ(back.split_dim, b.split_dim);
+  EXPECT_EQ(back.id, b.id);
+  expect_same(back.lower, b.lower);
+  expect_same(back.upper, b.upper);
+  expect_same(back.A, b.A);
+  expect_same(back.c, b.c);
+  // The root has no linear bounds yet.
+  b.A = at::Tensor();
+  b.c = at::Tensor();
+  EXPECT_FALSE(decode_box(encode_domain(b)).A.defined());
+  const std::string bytes = encode_domain(b);
+  EXPECT_THROW((void)decode_box(bytes.substr(0, bytes.size() - 1)), Error);
+}
+
 TEST(DomainExchange, DamagedMessagesAreErrors) {
   Domain d;
   d.lower.push_back(at::zeros({1, 4}));

@@ -2,12 +2,14 @@
 // bounded domains and the final worst bound are the same at one process and at every (ranks,
 // domain groups, sharding) layout tested; a timeout in the middle of a round, groups that get no
 // domain, and a rank killed by SIGKILL end every rank (the last with a non-zero exit within 30 s);
-// layouts that are not built are refused once. Uses the fixtures' mnist_fc networks.
+// layouts that are not built are refused once; a counterexample found by the last group ends every
+// rank. Uses the fixtures' mnist_fc networks (ReLU splits) and ACAS Xu networks (input splits).
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -34,6 +36,11 @@ std::string problem(const std::string& model, const std::string& spec) {
 // A property that α-CROWN does not prove and branch and bound does not decide in minutes
 // (mnist_256x4, image 2, ε = 0.05: a timeout in the fixtures' VNN-COMP results too).
 std::string hard() { return problem("mnist_256x4.onnx", "mnist_prop_2_0.05.vnnlib"); }
+
+// ACAS Xu network `net` ("4_2") on property `prop`: 5 inputs, so verify splits inputs.
+std::string acas(const std::string& net, int prop) {
+  return problem("acasxu_" + net + ".onnx", "acasxu_prop_" + std::to_string(prop) + ".vnnlib");
+}
 
 struct Layout {
   int ranks = 1;
@@ -99,6 +106,60 @@ TEST_F(VerifyMpi, DeterministicRunsAgreeAtEveryLayout) {
   }
 }
 
+TEST_F(VerifyMpi, InputSplittingAgreesAtEveryLayout) {
+  DISTCROWN_REQUIRE_FIXTURES();
+  // ACAS Xu 4_2 property 2: undecided in 116 s (a timeout in the fixtures' results too).
+  const std::string args = acas("4_2", 2) + " --deterministic --max-rounds 6 --bab-batch-size 8";
+  const json one = verify({1, 1, "none"}, args);
+  ASSERT_EQ(one["result"], "unknown") << one.dump();
+  ASSERT_GT(one["domains_bounded"].get<int64_t>(), 16);
+  const double worst = one["worst_bound"].get<double>();
+  for (const Layout& layout :
+       {Layout{2, 2, "none"}, Layout{2, 1, "fsdp"}, Layout{4, 4, "none"}, Layout{4, 2, "fsdp"}}) {
+    SCOPED_TRACE(layout.name());
+    const json j = verify(layout, args);
+    EXPECT_EQ(j["result"], one["result"]);
+    EXPECT_EQ(j["domains_bounded"], one["domains_bounded"]);
+    EXPECT_NEAR(j["worst_bound"].get<double>(), worst, 1e-5 * std::max(1.0, std::abs(worst)));
+    // The groups share the boxes: every group bounds some, and none twice.
+    const auto per_group = j["domains_per_group"].get<std::vector<int64_t>>();
+    ASSERT_EQ(per_group.size(), size_t(layout.groups));
+    int64_t sum = 0;
+    for (const int64_t n : per_group) {
+      EXPECT_GT(n, 0) << j.dump();
+      sum += n;
+    }
+    EXPECT_EQ(sum, j["domains_bounded"].get<int64_t>());
+  }
+  // Proved: the same boxes at (2, 2) as at one process.
+  const std::string proved = acas("1_9", 2) + " --deterministic --timeout 120";
+  const json unsat_one = verify({1, 1, "none"}, proved);
+  ASSERT_EQ(unsat_one["result"], "unsat") << unsat_one.dump();
+  const json unsat_two = verify({2, 2, "none"}, proved);
+  EXPECT_EQ(unsat_two["result"], "unsat");
+  EXPECT_EQ(unsat_two["domains_bounded"], unsat_one["domains_bounded"]);
+}
+
+TEST_F(VerifyMpi, ACounterexampleFoundByTheLastGroupEndsEveryRank) {
+  DISTCROWN_REQUIRE_FIXTURES();
+  // ACAS Xu 2_1 property 2 is sat; with attack seed 1 the attack misses and input splitting finds
+  // a counterexample after 15 boxes, in a round where the last group bounds it (deterministic:
+  // the plan and the boxes' ids do not depend on timing; a change to the bounds may move it to
+  // another group, and then another batch size restores the case).
+  const std::string args = acas("2_1", 2) + " --deterministic --seed 1 --bab-batch-size 4";
+  const json one = verify({1, 1, "none"}, args);
+  ASSERT_EQ(one["result"], "sat") << one.dump();
+  for (const Layout& layout : {Layout{2, 2, "none"}, Layout{4, 4, "none"}}) {
+    SCOPED_TRACE(layout.name());
+    Result r;
+    const json j = verify(layout, args, &r);
+    EXPECT_EQ(j["result"], "sat");
+    EXPECT_EQ(j["domains_bounded"], one["domains_bounded"]);
+    EXPECT_EQ(j["counterexample_group"], layout.groups - 1) << j.dump();
+    EXPECT_EQ(r.out.rfind("sat\n", 0), 0U) << r.out;  // rank 0 writes the answer
+  }
+}
+
 TEST_F(VerifyMpi, GroupsThatGetNoDomainStillFinishTheRound) {
   DISTCROWN_REQUIRE_FIXTURES();
   // One domain a round among four groups: three sit out every round.
@@ -123,10 +184,12 @@ TEST_F(VerifyMpi, UnsatAgreesAcrossRanks) {
 
 TEST_F(VerifyMpi, ATimeoutInTheMiddleOfARoundEndsEveryRankTogether) {
   DISTCROWN_REQUIRE_FIXTURES();
-  for (const Layout& layout : {Layout{2, 2, "none"}, Layout{4, 2, "fsdp"}}) {
-    SCOPED_TRACE(layout.name());
+  for (const auto& [layout, instance] :
+       {std::pair{Layout{2, 2, "none"}, hard()}, std::pair{Layout{4, 2, "fsdp"}, hard()},
+        std::pair{Layout{2, 2, "none"}, acas("4_2", 2)}}) {
+    SCOPED_TRACE(layout.name() + " " + instance);
     Result r;
-    const json j = verify(layout, hard() + " --timeout 6", &r);
+    const json j = verify(layout, instance + " --timeout 6", &r);
     EXPECT_EQ(j["result"], "timeout");
     EXPECT_LT(j["time_s"].get<double>(), 7.0);
     EXPECT_EQ(r.out, "timeout\n");  // rank 0 alone answers

@@ -1,9 +1,13 @@
 #pragma once
-// A β-CROWN branch-and-bound domain (relu_bab.cpp), and what travels between the domain groups of
-// a branch and bound across ranks (domain_exchange.cpp): each rank's report before a round, the
-// round's plan that every rank derives from the reports alone, and the domains that change group.
+// The domains of branch and bound: a β-CROWN domain (relu_bab.cpp) and an input sub-box
+// (input_bab.cpp), and what travels between the domain groups of a branch and bound across ranks
+// (domain_exchange.cpp): each rank's report before a round, the round's plan that every rank
+// derives from the reports alone, and the domains that change group. Both searches share the
+// round: report, exchange, plan, take the planned domains, bound their children.
+#include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -13,6 +17,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "distcrown/bab/attack.hpp"
+#include "distcrown/bab/bab.hpp"
 
 namespace distcrown::bab::detail {
 
@@ -35,10 +40,26 @@ struct Domain {
   int64_t id = 0;
 };
 
-/// Heap order: the worst (lowest) value on top, then the lowest id.
-inline bool worse_first(const Domain& a, const Domain& b) {
-  return a.value != b.value ? a.value > b.value : a.id > b.id;
-}
+/// One input-splitting domain: a sub-box of the input region.
+struct SubBox {
+  at::Tensor lower, upper;                                  // [1, *input_shape]
+  double value = -std::numeric_limits<double>::infinity();  // max_k (lb_k - rhs_k)
+  int64_t split_dim = -1;  // where to halve it next (flat input index)
+  // Ids as Domain's: the root 0, the halves of plan position p of a round first_id + 2p, + 1.
+  int64_t id = 0;
+  // The linear lower bounds of the rows' margins from the last bounding pass over a box that
+  // contains this one, A·x + c: A [K, n], c [K], double; they clip the halves before bounding.
+  at::Tensor A, c;
+};
+
+/// Heap order of either kind of domain: the worst (lowest) value on top, then the lowest id.
+struct WorseFirst {
+  template <class D>
+  bool operator()(const D& a, const D& b) const {
+    return a.value != b.value ? a.value > b.value : a.id > b.id;
+  }
+};
+inline constexpr WorseFirst worse_first{};
 
 /// What one rank tells every other before a round.
 struct RoundReport {
@@ -80,10 +101,62 @@ std::vector<Planned> plan_round(const std::vector<RoundReport>& groups, int64_t 
 
 /// A domain's tensors (CPU copies) and fields as bytes, and back with its tensors on `device`.
 std::string encode_domain(const Domain& d);
+std::string encode_domain(const SubBox& b);
 Domain decode_domain(std::string_view bytes, const at::Device& device);
+SubBox decode_box(std::string_view bytes);  // its tensors on the CPU, where sub-boxes live
 
 /// Domains tagged with their plan position, as one group's message.
 std::string encode_moving(const std::vector<std::pair<int64_t, std::string>>& domains);
 std::vector<std::pair<int64_t, std::string>> decode_moving(std::string_view bytes);
+
+/// Every rank's report, as the groups' (their leaders'), with timed_out set on all of them when
+/// any rank's is set, the smallest batch_cap of every rank, and the lowest full rank's memory.
+/// Collective over the world; one process: {mine}.
+std::vector<RoundReport> exchange_reports(const BabWorld& w, const RoundReport& mine);
+
+/// The planned domains that change group, from every group's leader (`outgoing`: the plan
+/// positions and encodings of those this group holds and another bounds), as (position, bytes)
+/// for every group. Collective over the world.
+std::vector<std::pair<int64_t, std::string>> move_planned(
+    const BabWorld& w, const std::vector<std::pair<int64_t, std::string>>& outgoing);
+
+/// The planned domains that this group bounds, in plan order with their plan positions: its own
+/// candidates stay, the others arrive from their holders (`decode` makes one from its bytes);
+/// candidates left out of the plan go back to the heap `queue`. `moved` counts every transfer.
+template <class D, class Decode>
+std::vector<std::pair<int64_t, D>> take_planned(const BabWorld& w, const std::vector<Planned>& plan,
+                                                std::vector<D>& candidates, std::vector<D>& queue,
+                                                const Decode& decode, int64_t& moved) {
+  const int me = w.group_index();
+  std::map<int64_t, int64_t> position;  // id -> plan position, for this group's candidates
+  bool moves = false;
+  for (size_t p = 0; p < plan.size(); ++p) {
+    if (plan[p].holder == me) position[plan[p].id] = int64_t(p);
+    moves = moves || plan[p].holder != plan[p].bounder;
+  }
+  std::vector<std::pair<int64_t, D>> mine;
+  std::vector<std::pair<int64_t, std::string>> outgoing;
+  for (D& d : candidates) {
+    const auto it = position.find(d.id);
+    if (it == position.end()) {
+      queue.push_back(std::move(d));
+      std::push_heap(queue.begin(), queue.end(), worse_first);
+    } else if (plan[size_t(it->second)].bounder == me) {
+      mine.emplace_back(it->second, std::move(d));
+    } else if (w.group_leader()) {
+      outgoing.emplace_back(it->second, encode_domain(d));
+    }
+  }
+  candidates.clear();
+  if (moves) {
+    for (auto& [p, bytes] : move_planned(w, outgoing)) {
+      ++moved;
+      if (plan[size_t(p)].bounder == me) mine.emplace_back(p, decode(bytes));
+    }
+  }
+  std::sort(mine.begin(), mine.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  return mine;
+}
 
 }  // namespace distcrown::bab::detail

@@ -196,6 +196,26 @@ Domain decode_domain(std::string_view bytes, const at::Device& device) {
   return d;
 }
 
+std::string encode_domain(const SubBox& b) {
+  Writer w;
+  w.put(b.value);
+  w.put(b.split_dim);
+  w.put(b.id);
+  for (const at::Tensor* t : {&b.lower, &b.upper, &b.A, &b.c}) w.put_tensor(*t);
+  return w.take();
+}
+
+SubBox decode_box(std::string_view bytes) {
+  Reader in(bytes);
+  SubBox b;
+  b.value = in.get<double>();
+  b.split_dim = in.get<int64_t>();
+  b.id = in.get<int64_t>();
+  for (at::Tensor* t : {&b.lower, &b.upper, &b.A, &b.c}) *t = in.get_tensor(at::kCPU);
+  if (!in.done()) throw Error("internal: trailing bytes in a branch-and-bound sub-box");
+  return b;
+}
+
 std::string encode_moving(const std::vector<std::pair<int64_t, std::string>>& domains) {
   Writer w;
   w.put(int64_t(domains.size()));
@@ -216,6 +236,42 @@ std::vector<std::pair<int64_t, std::string>> decode_moving(std::string_view byte
   }
   if (!in.done()) throw Error("internal: trailing bytes in a branch-and-bound message");
   return out;
+}
+
+std::vector<RoundReport> exchange_reports(const BabWorld& w, const RoundReport& mine) {
+  if (w.world_size() == 1) return {mine};
+  std::vector<RoundReport> groups;
+  bool timed_out = false;
+  int64_t batch_cap = std::numeric_limits<int64_t>::max();
+  std::optional<RoundReport> full;  // the lowest rank whose memory is full
+  const std::vector<std::string> all = w.world->all_gather_strings(encode_report(mine));
+  for (size_t r = 0; r < all.size(); ++r) {
+    RoundReport report = decode_report(all[r]);
+    timed_out = timed_out || report.timed_out;
+    batch_cap = std::min(batch_cap, report.batch_cap);
+    if (report.memory_full && !full) full = report;
+    if (int(r) % w.group_size() == 0) groups.push_back(std::move(report));
+  }
+  for (RoundReport& g : groups) {
+    g.timed_out = timed_out;
+    g.batch_cap = batch_cap;
+    if (full) {
+      g.memory_full = true;
+      g.live_bytes = full->live_bytes;
+      g.limit_bytes = full->limit_bytes;
+    }
+  }
+  return groups;
+}
+
+std::vector<std::pair<int64_t, std::string>> move_planned(
+    const BabWorld& w, const std::vector<std::pair<int64_t, std::string>>& outgoing) {
+  std::vector<std::pair<int64_t, std::string>> moving;
+  for (const std::string& message :
+       w.world->all_gather_strings(w.group_leader() ? encode_moving(outgoing) : "")) {
+    for (auto& m : decode_moving(message)) moving.push_back(std::move(m));
+  }
+  return moving;
 }
 
 }  // namespace distcrown::bab::detail

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <string_view>
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
@@ -10,19 +12,13 @@
 #include "distcrown/io/problem.hpp"
 #include "distcrown/methods/crown.hpp"
 #include "distcrown/util/error.hpp"
+#include "domain.hpp"
 
 namespace distcrown::bab {
 namespace {
 
-struct Box {
-  at::Tensor lower, upper;  // [1, *input_shape]
-  double value = 0;
-  int64_t split_dim = -1;  // where to halve it next (flat input index)
-  int64_t id = 0;
-  // The linear lower bounds of the rows' margins from the last bounding pass over a box that
-  // contains this one, A·x + c: A [K, n], c [K], double; they clip the halves before bounding.
-  at::Tensor A, c;
-};
+using detail::RoundReport;
+using detail::SubBox;
 
 // Stands for the value of a box whose clipped region is empty (no counterexample in it).
 constexpr double kProvedByClipping = std::numeric_limits<double>::infinity();
@@ -33,10 +29,6 @@ at::Tensor round_outward(const at::Tensor& x, at::ScalarType dtype, int directio
   const double away = direction < 0 ? -INFINITY : INFINITY;
   const at::Tensor moved_in = direction < 0 ? r.to(at::kDouble) > x : r.to(at::kDouble) < x;
   return at::where(moved_in, at::nextafter(r, at::full_like(r, away)), r);
-}
-
-bool worse_first(const Box& a, const Box& b) {
-  return a.value != b.value ? a.value > b.value : a.id > b.id;
 }
 
 // Records the A at the input of passes from the output; default (CROWN) relaxations.
@@ -102,11 +94,11 @@ namespace {
 
 // Clips boxes [each lower/upper [1, *in]] with their stored linear bounds (Box::A, c); drops
 // those left empty.
-std::vector<Box> clip_halves(std::vector<Box> boxes, at::ScalarType dtype) {
+std::vector<SubBox> clip_halves(std::vector<SubBox> boxes, at::ScalarType dtype) {
   if (boxes.empty() || !boxes.front().A.defined()) return boxes;
   const auto B = int64_t(boxes.size());
   std::vector<at::Tensor> lo, hi, As, cs;
-  for (const Box& b : boxes) {
+  for (const SubBox& b : boxes) {
     lo.push_back(b.lower.reshape({1, -1}));
     hi.push_back(b.upper.reshape({1, -1}));
     As.push_back(b.A);
@@ -122,16 +114,27 @@ std::vector<Box> clip_halves(std::vector<Box> boxes, at::ScalarType dtype) {
   const at::Tensor lo_r = round_outward(clipped.lower, dtype, -1);
   const at::Tensor hi_r = round_outward(clipped.upper, dtype, +1);
   const auto empty = clipped.empty.accessor<bool, 1>();
-  std::vector<Box> out;
+  std::vector<SubBox> out;
   out.reserve(boxes.size());
   for (int64_t b = 0; b < B; ++b) {
     if (empty[b]) continue;
-    Box& box = boxes[size_t(b)];
+    SubBox& box = boxes[size_t(b)];
     box.lower = lo_r[b].reshape(box.lower.sizes());
     box.upper = hi_r[b].reshape(box.upper.sizes());
     out.push_back(std::move(box));
   }
   return out;
+}
+
+// Where to halve a box along its split dimension: the midpoint as the box's dtype stores it,
+// when it lies strictly inside; none when no value does (the box cannot be halved).
+std::optional<double> halving_point(const SubBox& b) {
+  const int64_t d = b.split_dim;
+  const double lo = b.lower.reshape({-1})[d].item<double>();
+  const double hi = b.upper.reshape({-1})[d].item<double>();
+  const double mid = at::scalar_tensor(lo + (hi - lo) / 2, b.lower.options()).item<double>();
+  if (!(mid > lo && mid < hi)) return std::nullopt;
+  return mid;
 }
 
 BabResult search(const BoundGraph& g, const io::VnnlibCase& c, const Objective& objective,
@@ -149,16 +152,15 @@ BabResult search(const BoundGraph& g, const io::VnnlibCase& c, const Objective& 
   }
   // Boxes live on the CPU (cheap to split one by one); each batch goes to the device at once.
   const InputBox root = io::enclosing_box(c, g, g.dtype());
-  int64_t next_id = 0;
 
   // Bounds a batch of boxes: sets value and split_dim of each; returns candidate counterexamples
   // (the corner minimising each unproved box's most promising row).
-  const auto bound = [&](std::vector<Box>& boxes) {
+  const auto bound = [&](std::vector<SubBox>& boxes) {
     const auto B = int64_t(boxes.size());
     const int64_t n = g.input_numel();
     std::vector<at::Tensor> lo;
     std::vector<at::Tensor> hi;
-    for (const Box& b : boxes) {
+    for (const SubBox& b : boxes) {
       lo.push_back(b.lower);
       hi.push_back(b.upper);
     }
@@ -179,7 +181,6 @@ BabResult search(const BoundGraph& g, const io::VnnlibCase& c, const Objective& 
                                   .expand({K, B, m})
                                   .reshape(rows_shape);
     const at::Tensor crown_lb = engine.backward_from(g.output(), BoundA{C_rows, {}}).lower;
-    res.domains_bounded += B;
     const at::Tensor rhs = objective.rhs.to(at::kDouble).to(lb.device());
     const at::Tensor gap = lb.to(at::kDouble) - rhs;  // [B, K]
     const at::Tensor values = gap.amax(1).cpu().contiguous();
@@ -205,7 +206,7 @@ BabResult search(const BoundGraph& g, const io::VnnlibCase& c, const Objective& 
                                             Ad.abs() * ((upper - lower) / 2).unsqueeze(1))
                                                .sum(2);  // [B, K]
     for (int64_t b = 0; b < B; ++b) {
-      Box& box_b = boxes[size_t(b)];
+      SubBox& box_b = boxes[size_t(b)];
       box_b.A = Ad[b];
       box_b.c = offset[b];
       // An empty clipped box holds no counterexample: proved, whatever the value says.
@@ -223,77 +224,128 @@ BabResult search(const BoundGraph& g, const io::VnnlibCase& c, const Objective& 
     return (centre - A_best.sign() * radius).reshape(box.lower.sizes());
   };
 
-  std::vector<Box> queue;
-  {
-    std::vector<Box> first{{root.lower, root.upper, 0, -1, next_id++, {}, {}}};
+  // Every group bounds the root (the same computation everywhere); group 0 queues it. From here
+  // on the groups bound their own shares of each round: a rank's own outcomes (a counterexample,
+  // a deadline inside a pass, a box too small to halve) go into its report and are decided on
+  // together at the next round's exchange, as in ReLU branch and bound (relu_bab.cpp).
+  const BabWorld& w = options.world;
+  const int me = w.group_index();
+  int64_t bounded = 0;  // by this group
+  RoundReport mine;
+  std::vector<SubBox> queue;  // a heap by worse_first
+  const auto queue_push = [&](SubBox b) {
+    queue.push_back(std::move(b));
+    std::push_heap(queue.begin(), queue.end(), detail::worse_first);
+  };
+  try {
+    std::vector<SubBox> first(1);
+    first.front().lower = root.lower;
+    first.front().upper = root.upper;
     const at::Tensor corners = bound(first);
-    if (auto cex = check_candidates(g, c, corners)) {
-      res.counterexample = cex;
-      return done(BabStatus::kFalsified);
+    bounded = me == 0 ? 1 : 0;  // the root counts once, as group 0's
+    mine.counterexample = check_candidates(g, c, corners);
+    if (!mine.counterexample && first.front().value <= 0 && me == 0) {
+      queue_push(std::move(first.front()));
     }
-    if (first.front().value > 0) return done(BabStatus::kProved);
-    queue.push_back(first.front());
+  } catch (const DeadlineReached&) {
+    mine.timed_out = true;
   }
-  bool exhausted = false;
-  while (!queue.empty()) {
-    res.worst_value = queue.front().value;
-    progress.report(res.rounds, res.domains_bounded, int64_t(queue.size()), res.worst_value);
-    if (deadline.expired()) return done(BabStatus::kTimeout);
+  int64_t first_id = 1;  // of the next round's halves
+  for (;;) {
+    // This group's worst boxes, at most a batch; every rank of the group pops the same ones. A
+    // box with no value strictly inside its split dimension cannot be halved: dropped unproved.
+    std::vector<SubBox> candidates;
+    if (!mine.timed_out) mine.timed_out = deadline.expired();
+    while (!mine.timed_out && !queue.empty() && int64_t(candidates.size()) < options.batch) {
+      std::pop_heap(queue.begin(), queue.end(), detail::worse_first);
+      SubBox p = std::move(queue.back());
+      queue.pop_back();
+      if (halving_point(p).has_value()) {
+        candidates.push_back(std::move(p));
+      } else {
+        mine.exhausted = true;
+      }
+    }
+    mine.queued = int64_t(queue.size() + candidates.size());
+    mine.bounded = bounded;
+    mine.candidates.clear();
+    for (const SubBox& b : candidates) mine.candidates.emplace_back(b.value, b.id);
+    const std::vector<RoundReport> groups = detail::exchange_reports(w, mine);
+
+    res.domains_bounded = 0;
+    res.domains_per_group.clear();
+    int64_t queued = 0;
+    bool exhausted = false;
+    for (const RoundReport& r : groups) {
+      res.domains_bounded += r.bounded;
+      res.domains_per_group.push_back(r.bounded);
+      queued += r.queued;
+      exhausted = exhausted || r.exhausted;
+    }
+    for (size_t k = 0; k < groups.size(); ++k) {
+      if (groups[k].counterexample) {
+        res.counterexample = groups[k].counterexample;  // the lowest group's
+        if (res.rounds > 0) res.counterexample_group = int(k);
+        return done(BabStatus::kFalsified);
+      }
+    }
+    if (groups.front().timed_out) return done(BabStatus::kTimeout);
+    const std::vector<detail::Planned> plan = detail::plan_round(groups, options.batch);
+    if (plan.empty()) {
+      if (exhausted) {
+        res.reason = "a box too small to halve was not proved";
+        return done(BabStatus::kUnknown);
+      }
+      return done(BabStatus::kProved);
+    }
+    res.worst_value = plan.front().value;
+    progress.report(res.rounds, res.domains_bounded, queued, res.worst_value);
     if (options.max_rounds > 0 && res.rounds >= options.max_rounds) {
       res.reason = "round limit reached";
       return done(BabStatus::kUnknown);
     }
     ++res.rounds;
-    std::vector<Box> children;
-    while (!queue.empty() && int64_t(children.size()) < 2 * options.batch) {
-      std::pop_heap(queue.begin(), queue.end(), worse_first);
-      Box p = std::move(queue.back());
-      queue.pop_back();
-      const int64_t d = p.split_dim;
-      const double lo = p.lower.reshape({-1})[d].item<double>();
-      const double hi = p.upper.reshape({-1})[d].item<double>();
-      // The midpoint as the box's dtype stores it: it must lie strictly inside.
-      const double mid = at::scalar_tensor(lo + (hi - lo) / 2, p.lower.options()).item<double>();
-      if (!(mid > lo && mid < hi)) {  // no value strictly inside: cannot halve further
-        exhausted = true;
-        continue;
+    std::vector<std::pair<int64_t, SubBox>> planned = detail::take_planned(
+        w, plan, candidates, queue,
+        [](std::string_view bytes) { return detail::decode_box(bytes); }, res.domains_moved);
+    try {
+      std::vector<SubBox> children;
+      for (auto& [position, p] : planned) {
+        const int64_t d = p.split_dim;
+        const double mid = *halving_point(p);
+        const int64_t id = first_id + 2 * position;
+        SubBox left{p.lower, p.upper.clone(), 0, -1, id, p.A, p.c};
+        SubBox right{p.lower.clone(), p.upper, 0, -1, id + 1, p.A, p.c};
+        left.upper.view({-1})[d] = mid;
+        right.lower.view({-1})[d] = mid;
+        children.push_back(std::move(left));
+        children.push_back(std::move(right));
       }
-      Box left{p.lower, p.upper.clone(), 0, -1, next_id++, p.A, p.c};
-      Box right{p.lower.clone(), p.upper, 0, -1, next_id++, p.A, p.c};
-      left.upper.view({-1})[d] = mid;
-      right.lower.view({-1})[d] = mid;
-      children.push_back(std::move(left));
-      children.push_back(std::move(right));
+      // The parent's linear bounds hold on each half: clip the halves with them before bounding
+      // (a half often holds a smaller slice of the region, or none: proved without a pass).
+      children = clip_halves(std::move(children), g.dtype());
+      if (!children.empty()) {
+        const at::Tensor corners = bound(children);
+        bounded += int64_t(children.size());
+        at::Tensor candidate_points = corners;
+        if (options.attack_every > 0 && res.rounds % options.attack_every == 0) {
+          // Also the centres of the children.
+          std::vector<at::Tensor> centres;
+          centres.reserve(children.size());
+          for (const SubBox& b : children) centres.push_back((b.lower + b.upper) / 2);
+          candidate_points = at::cat({corners.cpu(), at::cat(centres, 0)}, 0);
+        }
+        mine.counterexample = check_candidates(g, c, candidate_points);
+        for (SubBox& b : children) {
+          if (b.value <= 0) queue_push(std::move(b));
+        }
+      }
+    } catch (const DeadlineReached&) {
+      mine.timed_out = true;
     }
-    // The parent's linear bounds hold on each half: clip the halves with them before bounding
-    // (a half often holds a smaller slice of the region, or none: proved without a pass).
-    children = clip_halves(std::move(children), g.dtype());
-    if (children.empty()) continue;
-    const at::Tensor corners = bound(children);
-    at::Tensor candidates = corners;
-    if (options.attack_every > 0 && res.rounds % options.attack_every == 0) {
-      // Also the centres of the worst children, then PGD from the corners of a few of them.
-      std::vector<at::Tensor> centres;
-      centres.reserve(children.size());
-      for (const Box& b : children) centres.push_back((b.lower + b.upper) / 2);
-      candidates = at::cat({corners.cpu(), at::cat(centres, 0)}, 0);
-    }
-    if (auto cex = check_candidates(g, c, candidates)) {
-      res.counterexample = cex;
-      return done(BabStatus::kFalsified);
-    }
-    for (Box& b : children) {
-      if (b.value > 0) continue;
-      queue.push_back(std::move(b));
-      std::push_heap(queue.begin(), queue.end(), worse_first);
-    }
+    first_id += 2 * int64_t(plan.size());
     res.max_queue = std::max<int64_t>(res.max_queue, int64_t(queue.size()));
   }
-  if (exhausted) {
-    res.reason = "a box too small to halve was not proved";
-    return done(BabStatus::kUnknown);
-  }
-  return done(BabStatus::kProved);
 }
 
 }  // namespace

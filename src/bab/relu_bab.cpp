@@ -152,15 +152,6 @@ class ReluBab {
   InputBox box_;        // [1, *input_shape]
   BabResult res_;
   BabResult search(ReluBabStats* stats, const RootStart* start);
-  /// Every rank's report, as the groups' (the leaders'), with timed_out set on all of them when
-  /// any rank's is set. One process: {mine}.
-  std::vector<RoundReport> exchange(const RoundReport& mine);
-  /// The planned domains that this group bounds, in plan order with their plan positions: its
-  /// own candidates stay, the others arrive from their holders; candidates left out of the plan
-  /// go back to the queue. `domains_moved` counts every transfer.
-  std::vector<std::pair<int64_t, Domain>> take_planned(const std::vector<Planned>& plan,
-                                                       std::vector<Domain>& candidates,
-                                                       std::vector<Domain>& queue);
   /// This rank's cap on the next round's batch under the memory limit (BabOptions::batch's
   /// units), after a round planned with `last_batch`; sets mine.memory_full (with the live
   /// bytes and the limit) when not even one domain fits, or, deterministic, the fixed batch.
@@ -510,75 +501,6 @@ BabResult ReluBab::run(ReluBabStats* stats, const RootStart* start) {
   }
 }
 
-std::vector<RoundReport> ReluBab::exchange(const RoundReport& mine) {
-  const BabWorld& w = o_.world;
-  if (w.world_size() == 1) return {mine};
-  std::vector<RoundReport> groups;
-  bool timed_out = false;
-  int64_t batch_cap = std::numeric_limits<int64_t>::max();
-  std::optional<RoundReport> full;  // the lowest rank whose memory is full
-  const std::vector<std::string> all = w.world->all_gather_strings(detail::encode_report(mine));
-  for (size_t r = 0; r < all.size(); ++r) {
-    RoundReport report = detail::decode_report(all[r]);
-    timed_out = timed_out || report.timed_out;
-    batch_cap = std::min(batch_cap, report.batch_cap);
-    if (report.memory_full && !full) full = report;
-    if (int(r) % w.group_size() == 0) groups.push_back(std::move(report));
-  }
-  for (RoundReport& g : groups) {
-    g.timed_out = timed_out;
-    g.batch_cap = batch_cap;
-    if (full) {
-      g.memory_full = true;
-      g.live_bytes = full->live_bytes;
-      g.limit_bytes = full->limit_bytes;
-    }
-  }
-  return groups;
-}
-
-std::vector<std::pair<int64_t, Domain>> ReluBab::take_planned(const std::vector<Planned>& plan,
-                                                              std::vector<Domain>& candidates,
-                                                              std::vector<Domain>& queue) {
-  const BabWorld& w = o_.world;
-  const int me = w.group_index();
-  std::map<int64_t, int64_t> position;  // id -> plan position, for this group's candidates
-  bool moves = false;
-  for (size_t p = 0; p < plan.size(); ++p) {
-    if (plan[p].holder == me) position[plan[p].id] = int64_t(p);
-    moves = moves || plan[p].holder != plan[p].bounder;
-  }
-  std::vector<std::pair<int64_t, Domain>> mine;
-  std::vector<std::pair<int64_t, std::string>> outgoing;
-  for (Domain& d : candidates) {
-    const auto it = position.find(d.id);
-    if (it == position.end()) {
-      queue.push_back(std::move(d));
-      std::push_heap(queue.begin(), queue.end(), worse_first);
-    } else if (plan[size_t(it->second)].bounder == me) {
-      mine.emplace_back(it->second, std::move(d));
-    } else if (w.group_leader()) {
-      outgoing.emplace_back(it->second, detail::encode_domain(d));
-    }
-  }
-  candidates.clear();
-  if (moves) {
-    const std::vector<std::string> all =
-        w.world->all_gather_strings(w.group_leader() ? detail::encode_moving(outgoing) : "");
-    for (const std::string& message : all) {
-      for (auto& [p, bytes] : detail::decode_moving(message)) {
-        ++res_.domains_moved;
-        if (plan[size_t(p)].bounder == me) {
-          mine.emplace_back(p, detail::decode_domain(bytes, g_.device()));
-        }
-      }
-    }
-  }
-  std::sort(mine.begin(), mine.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
-  return mine;
-}
-
 void ReluBab::cap_batch(RoundReport& mine, int64_t last_batch, int64_t queued) const {
   mine.batch_cap = o_.batch;
   mine.memory_full = false;
@@ -667,7 +589,7 @@ BabResult ReluBab::search(ReluBabStats* stats, const RootStart* start) {
     mine.bounded = bounded_;
     mine.candidates.clear();
     for (const Domain& d : candidates) mine.candidates.emplace_back(d.value, d.id);
-    const std::vector<RoundReport> groups = exchange(mine);
+    const std::vector<RoundReport> groups = detail::exchange_reports(w, mine);
 
     res.domains_bounded = 0;
     res.domains_per_group.clear();
@@ -681,15 +603,16 @@ BabResult ReluBab::search(ReluBabStats* stats, const RootStart* start) {
       exhausted = exhausted || g.exhausted;
       no_splittable = no_splittable || g.no_splittable;
     }
-    for (const RoundReport& g : groups) {
-      if (g.counterexample) {
-        res.counterexample = g.counterexample;  // the lowest group's
+    for (size_t k = 0; k < groups.size(); ++k) {
+      if (groups[k].counterexample) {
+        res.counterexample = groups[k].counterexample;  // the lowest group's
+        if (res.rounds > 0) res.counterexample_group = int(k);
         return done(BabStatus::kFalsified);
       }
     }
     if (groups.front().timed_out) return done(BabStatus::kTimeout);
-    // The smallest cap of every rank (exchange() gave every group the world's): the same batch
-    // everywhere.
+    // The smallest cap of every rank (exchange_reports gave every group the world's): the same
+    // batch everywhere.
     int64_t batch = o_.batch;
     for (const RoundReport& g : groups) batch = std::min(batch, g.batch_cap);
     const std::vector<Planned> plan = detail::plan_round(groups, batch);
@@ -724,7 +647,10 @@ BabResult ReluBab::search(ReluBabStats* stats, const RootStart* start) {
     res.min_batch = res.min_batch == 0 ? batch : std::min(res.min_batch, batch);
     res.memory_limited = res.memory_limited || batch < o_.batch;
     last_batch = batch;
-    std::vector<std::pair<int64_t, Domain>> planned = take_planned(plan, candidates, queue);
+    std::vector<std::pair<int64_t, Domain>> planned = detail::take_planned(
+        w, plan, candidates, queue,
+        [&](std::string_view bytes) { return detail::decode_domain(bytes, g_.device()); },
+        res.domains_moved);
     // The round's cost in tensor bytes, from its start (the parents taken) to its peak (with the
     // children queued), on the accountant's step peak (its run peak stays the whole run's).
     const bool measure = o_.memory_limit_bytes > 0 && !planned.empty();

@@ -29,9 +29,9 @@ std::vector<Objective> objectives_of(const io::VnnlibCase& c, int64_t n_out, at:
 
 // The phases of verify (attack, α-CROWN at the root, branch and bound); `finish` sets r's
 // verdict. DeadlineReached from any bounding pass propagates to verify(). Across ranks every rank
-// runs every phase: the attack, the root and input splitting the same computation everywhere (in
-// step: `deadline` is agreed over the world), ReLU branch and bound its own share of each round
-// (its passes agree on `group_deadline`, its rounds over the world).
+// runs every phase: the attack and the root α-CROWN the same computation everywhere (in step:
+// `deadline` is agreed over the world), branch and bound (ReLU or input splits) its group's own
+// share of each round (its passes agree on `group_deadline`, its rounds over the world).
 template <class Finish>
 VerifyResult decide(const BoundGraph& g, const io::VnnlibProperty& property,
                     const VerifyOptions& options, const Deadline& deadline,
@@ -111,15 +111,15 @@ VerifyResult decide(const BoundGraph& g, const io::VnnlibProperty& property,
         return finish(Verdict::kTimeout, "timeout before every disjunct was proved");
       BabResult b;
       const double bab_start = deadline.elapsed();
+      // Each group bounds its own share of a round: its passes agree on the group's deadline,
+      // the rounds over the world.
+      BabOptions bo = o.bab;
+      bo.attack.deadline = group_deadline;
+      BoundOptions bound = o.bound;
+      bound.checkpoint.deadline = group_deadline;
       if (input_split) {
-        b = input_bab(g, c, objs[d], objs, o.bab, deadline, o.bound);
-        // Not distributed yet: every group splits the same boxes.
-        b.domains_per_group.assign(size_t(o.bab.world.groups), b.domains_bounded);
+        b = input_bab(g, c, objs[d], objs, bo, group_deadline, bound);
       } else {
-        BabOptions bo = o.bab;
-        bo.attack.deadline = group_deadline;
-        BoundOptions bound = o.bound;
-        bound.checkpoint.deadline = group_deadline;
         b = relu_bab(g, c, objs[d], objs, bo, group_deadline, bound, nullptr, &starts[d]);
       }
       r.bab_seconds += deadline.elapsed() - bab_start;
@@ -141,6 +141,7 @@ VerifyResult decide(const BoundGraph& g, const io::VnnlibProperty& property,
           break;
         case BabStatus::kFalsified:
           r.counterexample = b.counterexample;
+          if (b.counterexample_group >= 0) r.counterexample_group = b.counterexample_group;
           return finish(Verdict::kSat, "counterexample found in branch and bound");
         case BabStatus::kTimeout:
           if (b.rounds == 0) {

@@ -115,7 +115,8 @@ const std::vector<OptionSpec>& table() {
                "FILE"))},
       {"report", Applies::kVerify,
        "write a JSON summary here: result, time_s (since the process started), world_size, "
-       "groups, shard, domains_bounded, domains_per_group, domains_moved, bab_min_batch, memory "
+       "groups, shard, domains_bounded, domains_per_group, domains_moved, counterexample_group, "
+       "bab_min_batch, memory "
        "(peak_bytes resident, the largest over the ranks, and per rank; limit_bytes), comm",
        field(
            [](RunOptions & r) -> auto& { return r.report; },

@@ -172,6 +172,8 @@ nlohmann::json run_facts(const RunOptions& a, collective::Communicator& world,
                                ? std::vector<int64_t>(size_t(a.domain_groups), 0)
                                : r.domains_per_group;
   j["domains_moved"] = r.domains_moved;
+  j["counterexample_group"] =
+      r.counterexample_group ? nlohmann::json(*r.counterexample_group) : nlohmann::json();
   j["bab_time_s"] = r.bab_seconds;
   j["worst_bound"] = r.worst_bound ? nlohmann::json(*r.worst_bound) : nlohmann::json();
   // The smallest batch of a ReLU-splitting round (null: none ran), and this rank's memory limit

@@ -89,6 +89,7 @@ enum class BabStatus { kProved, kFalsified, kTimeout, kUnknown };
 struct BabResult {
   BabStatus status = BabStatus::kUnknown;
   std::optional<Counterexample> counterexample;
+  int counterexample_group = -1;  // the domain group whose round found it (-1: none, the root)
   int64_t rounds = 0;
   int64_t domains_bounded = 0;  // over every group
   std::vector<int64_t> domains_per_group;

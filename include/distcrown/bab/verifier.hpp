@@ -55,6 +55,9 @@ struct VerifyResult {
   int64_t domains_bounded = 0;  // over every rank (distinct domains)
   std::vector<int64_t> domains_per_group;
   int64_t domains_moved = 0;
+  /// The domain group whose branch-and-bound round found the counterexample; none when it was
+  /// found by the attack or at a branch and bound's root (every group bounds the root).
+  std::optional<int> counterexample_group;
   /// The lowest domain value left in the last branch and bound that did not prove its disjunct
   /// (max_k (lb_k − rhs_k) < 0); none when every branch and bound proved or none ran.
   std::optional<double> worst_bound;
