@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <random>
@@ -422,6 +423,207 @@ TEST_F(OnnxLoader, ConstantSubgraphsAreFolded) {
   expect_forward_matches(b, {1, 4}, {1, 3}, [&](const at::Tensor& x) {
     return at::linear(x, Wt.t() * 2, -b0 + bi.to(at::kFloat));
   });
+}
+
+// ---------------------------------------------------------------------------------------------
+// GELU as torch.onnx exports it before opset 20 (io/onnx_gelu_fusion.hpp): fused into one Gelu
+// node where the match is exact, left as its nodes otherwise.
+
+// How the exported GELU subgraph on h = Gemm(x) is spelled, and the ways a spelling can miss.
+struct ErfGelu {
+  enum class Order {
+    kProductThenHalf,  // Mul(Mul(h, a), 0.5): torch.onnx's TorchScript exporter
+    kHalfOfSum,        // Mul(h, Mul(0.5, a)): onnxscript's aten_gelu
+    kHalfOfInput,      // Mul(Mul(h, 0.5), a)
+  };
+  Order order = Order::kProductThenHalf;
+  bool mul_by_inverse = false;  // Mul(h, 1/√2) instead of Div(h, √2)
+  bool constant_nodes = false;  // the constants as Constant nodes, not initializers
+  bool swap = false;            // every Mul and Add with its operands the other way round
+  bool shape_one = false;       // the constants of shape [1], not scalars
+  float root2 = float(std::sqrt(2.0));
+  float one = 1;
+  float half = 0.5;
+  bool erf_used_elsewhere = false;  // Erf's output also added to the result
+  bool other_x = false;             // the outer product takes Relu(h), not h
+  bool identity_after_erf = false;  // Identity between Erf and Add: the same function, no match
+};
+
+// Gemm (4 → 6) → the subgraph → Gemm (6 → 3); `reference` computes the same in ATen, node by
+// node with the float32 constants (the unfused semantics).
+OnnxBuilder erf_gelu_model(const ErfGelu& s, const at::Tensor& W1, const at::Tensor& W2,
+                           std::function<at::Tensor(const at::Tensor&)>* reference) {
+  OnnxBuilder b;
+  b.input("x", {1, 4}).output("y", {1, 3});
+  b.initializer("W1", W1).initializer("W2", W2);
+  const auto constant = [&](const std::string& name, float v) {
+    at::Tensor t = at::scalar_tensor(v, at::kFloat);
+    if (s.shape_one) t = t.reshape({1});
+    if (s.constant_nodes) {
+      b.node(name, "Constant", {}, {name}, {attr_tensor("value", t)});
+    } else {
+      b.initializer(name, t);
+    }
+  };
+  const auto binary = [&](const std::string& op, const std::string& a, const std::string& c,
+                          const std::string& out) {
+    b.node(out, op, s.swap ? std::vector<std::string>{c, a} : std::vector<std::string>{a, c},
+           {out});
+  };
+  const float inv_root2 = float(1 / std::sqrt(2.0));
+  b.node("fc1", "Gemm", {"x", "W1"}, {"h"}, {attr_int("transB", 1)});
+  std::string x = "h";
+  if (s.other_x) {
+    b.node("relu", "Relu", {"h"}, {"r"});
+    x = "r";
+  }
+  if (s.mul_by_inverse) {
+    constant("inv_root2", inv_root2);
+    binary("Mul", "h", "inv_root2", "d");
+  } else {
+    constant("root2", s.root2);
+    b.node("d", "Div", {"h", "root2"}, {"d"});
+  }
+  b.node("e", "Erf", {"d"}, {"e"});
+  if (s.identity_after_erf) b.node("e_id", "Identity", {"e"}, {"e_id"});
+  constant("one", s.one);
+  binary("Add", s.identity_after_erf ? "e_id" : "e", "one", "a");
+  constant("half", s.half);
+  const std::string g = s.erf_used_elsewhere ? "g0" : "g";
+  switch (s.order) {
+    case ErfGelu::Order::kProductThenHalf:
+      binary("Mul", x, "a", "p");
+      binary("Mul", "p", "half", g);
+      break;
+    case ErfGelu::Order::kHalfOfSum:
+      binary("Mul", "half", "a", "p");
+      binary("Mul", x, "p", g);
+      break;
+    case ErfGelu::Order::kHalfOfInput:
+      binary("Mul", x, "half", "p");
+      binary("Mul", "p", "a", g);
+      break;
+  }
+  if (s.erf_used_elsewhere) binary("Add", "g0", "e", "g");
+  b.node("fc2", "Gemm", {"g", "W2"}, {"y"}, {attr_int("transB", 1)});
+  *reference = [=](const at::Tensor& in) {
+    const at::Tensor h = at::linear(in, W1);
+    const at::Tensor d = s.mul_by_inverse ? h * inv_root2 : h / s.root2;
+    const at::Tensor e = at::erf(d);
+    const at::Tensor xv = s.other_x ? at::relu(h) : h;
+    at::Tensor out = xv * (e + s.one) * s.half;
+    if (s.erf_used_elsewhere) out = out + e;
+    return at::linear(out, W2);
+  };
+  return b;
+}
+
+// How many nodes of the loaded graph have op type `op`.
+int count_op(const BoundGraph& g, const std::string& op) {
+  int n = 0;
+  for (int i = 1; i < g.size(); ++i) n += g.node(i).op->op_type() == op ? 1 : 0;
+  return n;
+}
+
+TEST_F(OnnxLoader, ExportedErfGeluIsFusedIntoOneGeluNode) {
+  const at::Tensor W1 = randn({6, 4}, 1.5), W2 = randn({3, 6});
+  for (const auto order : {ErfGelu::Order::kProductThenHalf, ErfGelu::Order::kHalfOfSum,
+                           ErfGelu::Order::kHalfOfInput}) {
+    for (int variant = 0; variant < 16; ++variant) {
+      ErfGelu s;
+      s.order = order;
+      s.mul_by_inverse = (variant & 1) != 0;
+      s.constant_nodes = (variant & 2) != 0;
+      s.swap = (variant & 4) != 0;
+      s.shape_one = (variant & 8) != 0;
+      SCOPED_TRACE("order " + std::to_string(int(order)) + " variant " + std::to_string(variant));
+      std::function<at::Tensor(const at::Tensor&)> reference;
+      const OnnxBuilder b = erf_gelu_model(s, W1, W2, &reference);
+      const BoundGraph g = load(b);
+      EXPECT_EQ(count_op(g, "Gelu"), 1);
+      EXPECT_EQ(count_op(g, "Erf"), 0);
+      EXPECT_EQ(g.size(), 4) << "input, Linear, Gelu, Linear";
+      expect_forward_matches(b, {1, 4}, {1, 3}, reference);
+      // The same function left as its nodes (an Identity between Erf and Add breaks the match):
+      // the same forward values.
+      ErfGelu same = s;
+      same.identity_after_erf = true;
+      const BoundGraph u = load(erf_gelu_model(same, W1, W2, &reference));
+      EXPECT_EQ(count_op(u, "Gelu"), 0);
+      EXPECT_EQ(count_op(u, "Erf"), 1);
+      const at::Tensor in = at::randn({kBatch, 4}, at::kFloat);
+      expect_close(g.forward(in), u.forward(in), 1e-6);
+    }
+  }
+}
+
+TEST_F(OnnxLoader, NearMissesOfExportedErfGeluAreNotFused) {
+  const at::Tensor W1 = randn({6, 4}, 1.5), W2 = randn({3, 6});
+  std::vector<std::pair<std::string, ErfGelu>> misses;
+  for (const auto order : {ErfGelu::Order::kProductThenHalf, ErfGelu::Order::kHalfOfSum,
+                           ErfGelu::Order::kHalfOfInput}) {
+    const std::string o = " order " + std::to_string(int(order));
+    ErfGelu s;
+    s.order = order;
+    s.half = 0.6F;
+    misses.emplace_back("0.6 for 0.5" + o, s);
+    s = ErfGelu{};
+    s.order = order;
+    s.half = 0.5F + 1e-6F;
+    misses.emplace_back("0.5 + 1e-6 for 0.5" + o, s);
+    s = ErfGelu{};
+    s.order = order;
+    s.root2 = 1.5F;
+    misses.emplace_back("1.5 for √2" + o, s);
+    s = ErfGelu{};
+    s.order = order;
+    s.one = 2;
+    misses.emplace_back("2 for 1" + o, s);
+    s = ErfGelu{};
+    s.order = order;
+    s.erf_used_elsewhere = true;
+    misses.emplace_back("Erf's output used elsewhere" + o, s);
+    s = ErfGelu{};
+    s.order = order;
+    s.other_x = true;
+    misses.emplace_back("another tensor in the outer product" + o, s);
+  }
+  for (const auto& [what, s] : misses) {
+    SCOPED_TRACE(what);
+    std::function<at::Tensor(const at::Tensor&)> reference;
+    const OnnxBuilder b = erf_gelu_model(s, W1, W2, &reference);
+    const BoundGraph g = load(b);
+    EXPECT_EQ(count_op(g, "Gelu"), 0);
+    EXPECT_EQ(count_op(g, "Erf"), 1);
+    expect_forward_matches(b, {1, 4}, {1, 3}, reference);
+  }
+}
+
+TEST_F(OnnxLoader, ExportedErfGeluWithAnIntermediateUsedTwiceIsNotFused) {
+  // A second use t = Neg(v) of one intermediate v, right after v's producer (so that the pattern's
+  // node is still v's last reader), added to the result: y = fc2(g + t). Each keeps the nodes.
+  const at::Tensor W1 = randn({6, 4}, 1.5), W2 = randn({3, 6});
+  for (const auto order : {ErfGelu::Order::kProductThenHalf, ErfGelu::Order::kHalfOfSum,
+                           ErfGelu::Order::kHalfOfInput}) {
+    for (const std::string shared : {"d", "e", "a", "p"}) {
+      SCOPED_TRACE(shared + " order " + std::to_string(int(order)));
+      ErfGelu s;
+      s.order = order;
+      std::function<at::Tensor(const at::Tensor&)> reference;
+      OnnxBuilder b = erf_gelu_model(s, W1, W2, &reference);
+      auto& nodes = b.model().nodes;
+      const auto producer = std::find_if(nodes.begin(), nodes.end(), [&](const io::OnnxNode& n) {
+        return n.outputs.front() == shared;
+      });
+      ASSERT_NE(producer, nodes.end());
+      nodes.insert(producer + 1, io::OnnxNode{"t", "Neg", "", {shared}, {"t"}, {}});
+      nodes.back().inputs[0] = "g2";  // fc2
+      nodes.insert(nodes.end() - 1, io::OnnxNode{"g2", "Add", "", {"g", "t"}, {"g2"}, {}});
+      const BoundGraph g = load(b);
+      EXPECT_EQ(count_op(g, "Gelu"), 0);
+      EXPECT_EQ(count_op(g, "Erf"), 1);
+    }
+  }
 }
 
 TEST_F(OnnxLoader, LoadFromFileEqualsLoadFromBytes) {

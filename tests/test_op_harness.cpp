@@ -202,10 +202,13 @@ BoundGraph layer_norm_graph(Rng& rng, bool decomposed, int64_t axis, double scal
 }
 
 // Gelu through import: x [1, 6] -> Gemm 6->8 -> Gelu -> Gemm 8->4. `approximate` "none" or "tanh"
-// (opset 20), or "decomposed": x · 0.5 · (1 + Erf(x / √2)) as exported before opset 20.
+// (opset 20), or "decomposed": x · 0.5 · (1 + Erf(x / √2)) as exported before opset 20 (fused
+// into one Gelu node at load, io/onnx_gelu_fusion.hpp), or "unfused": the same with an Identity
+// after Erf, which keeps its nodes (Erf, then the product by McCormick).
 BoundGraph gelu_graph(Rng& rng, const std::string& approximate, double scale) {
   testing::OnnxBuilder b;
-  const bool decomposed = approximate == "decomposed";
+  const bool unfused = approximate == "unfused";
+  const bool decomposed = approximate == "decomposed" || unfused;
   b.model().opset = decomposed ? 13 : 20;
   b.input("x", {1, 6}).output("y", {1, 4});
   b.initializer("W1", rng.normal({8, 6}, scale)).initializer("b1", rng.normal({8}, 0.3));
@@ -215,7 +218,8 @@ BoundGraph gelu_graph(Rng& rng, const std::string& approximate, double scale) {
     b.initializer("root2", at::tensor(1.4142135F)).initializer("one", at::tensor(1.0F));
     b.initializer("half", at::tensor(0.5F));
     b.node("div", "Div", {"h", "root2"}, {"d"});
-    b.node("erf", "Erf", {"d"}, {"e"});
+    b.node("erf", "Erf", {"d"}, {unfused ? "e0" : "e"});
+    if (unfused) b.node("id", "Identity", {"e0"}, {"e"});
     b.node("plus_one", "Add", {"e", "one"}, {"p"});
     b.node("times_x", "Mul", {"h", "p"}, {"q"});
     b.node("halve", "Mul", {"q", "half"}, {"s"});
@@ -304,6 +308,7 @@ const std::vector<OpCase>& op_cases() {
       {"Gelu", [](Rng& r) { return gelu_graph(r, "none", 0.4); }},
       {"GeluTanh", [](Rng& r) { return gelu_graph(r, "tanh", 0.4); }},
       {"GeluDecomposed", [](Rng& r) { return gelu_graph(r, "decomposed", 0.4); }},
+      {"GeluDecomposedUnfused", [](Rng& r) { return gelu_graph(r, "unfused", 0.4); }},
       {"GeluWide", [](Rng& r) { return gelu_graph(r, "none", 4.0); }},
       {"Pow2",
        [](Rng& r) {
@@ -760,6 +765,7 @@ TEST(OpHarnessCases, AffineCasesHaveExactIbp) {
                                                "Gelu",
                                                "GeluTanh",
                                                "GeluDecomposed",
+                                               "GeluDecomposedUnfused",
                                                "GeluWide",
                                                "Pow2",
                                                "Pow3",

@@ -14,6 +14,7 @@
 #include "distcrown/io/onnx_model.hpp"
 #include "distcrown/ops/builtin_ops.hpp"
 #include "distcrown/util/error.hpp"
+#include "onnx_gelu_fusion.hpp"
 
 namespace distcrown::io {
 namespace {
@@ -219,7 +220,8 @@ class UnsupportedNodes {
 };
 
 BoundGraph build(const OnnxModel& parsed, const std::string& source) {
-  const OnnxModel model = with_printable_names(parsed);
+  // GELU exported as Div, Erf, Add, Mul, Mul becomes one Gelu node (onnx_gelu_fusion.hpp).
+  const OnnxModel model = fuse_exported_gelu(with_printable_names(parsed));
   std::map<std::string, Value> values;
   for (const auto& init : model.initializers) {
     values[init.name] =
@@ -269,9 +271,10 @@ BoundGraph build(const OnnxModel& parsed, const std::string& source) {
       skip();
       continue;
     }
-    const LowerFn* lower = registry.find(node.op_type, model.opset);
+    const int64_t opset = node.opset > 0 ? node.opset : model.opset;
+    const LowerFn* lower = registry.find(node.op_type, opset);
     if (!lower) {
-      unsupported.add(where + ": " + registry.describe_missing(node.op_type, model.opset));
+      unsupported.add(where + ": " + registry.describe_missing(node.op_type, opset));
       skip();
       continue;
     }

@@ -5,8 +5,9 @@
 //                         nodes its definition names, each bounded alone (Tanh: ops/s_shaped, x³:
 //                         ops/power, the product of two bounded tensors: McCormick, ops/bilinear);
 //                         sound, looser than one relaxation of the whole function.
-// The decomposed form torch.onnx exports before opset 20 (Div, Erf, Add, Mul, Mul) is not
-// recognised: its nodes are bounded one by one, like the tanh form.
+// The decomposed form torch.onnx exports before opset 20 (Div, Erf, Add, Mul, Mul) is fused into
+// one Gelu node at load (io/onnx_gelu_fusion.hpp) where it matches exactly, and so bounded as one
+// function too; a near miss keeps its nodes, bounded one by one like the tanh form.
 //
 // GELU (f = x·Φ(x)) is convex on [−√2, √2] and concave outside; it falls to its minimum
 // f(x*) ≈ −0.16997 at x* ≈ −0.75179 and rises after. Per neuron with input bounds [l, u]:

@@ -1,8 +1,10 @@
 #pragma once
 // ONNX -> BoundGraph, on the real ONNX protobuf (libonnx). Initializers and Constant nodes become
 // constants; nodes whose inputs are all constant are folded at load; every other node is lowered
-// by the operator registry (graph/op_registry.hpp). Every error names the file and, where there is
-// one, the node: a missing/truncated/corrupt file, an unsupported op, a shape mismatch.
+// by the operator registry (graph/op_registry.hpp). GELU as torch.onnx exports it before opset 20
+// (Div, Erf, Add, Mul, Mul) is first fused into one Gelu node where it matches exactly
+// (src/io/onnx_gelu_fusion.hpp). Every error names the file and, where there is one, the node: a
+// missing/truncated/corrupt file, an unsupported op, a shape mismatch.
 #include <string>
 
 #include "distcrown/graph/bound_graph.hpp"

@@ -41,6 +41,9 @@ struct OnnxNode {
   std::vector<std::string> inputs;  // "" = omitted optional input
   std::vector<std::string> outputs;
   std::vector<OnnxAttribute> attributes;
+  /// The opset whose semantics the node has; 0: the model's. Set only on nodes the loader makes
+  /// itself (the Gelu that io/onnx_gelu_fusion fuses from older opsets' nodes); not serialized.
+  int64_t opset = 0;
 };
 
 struct OnnxValueInfo {
