@@ -5,6 +5,7 @@ expected column, and total time. One process per instance, one at a time (timing
 
   python3 benchmarks/bench_vnncomp.py --benchmark acasxu
   python3 benchmarks/bench_vnncomp.py --benchmark mnist_fc --model mnist_256x2 --timeout-cap 60
+  python3 benchmarks/bench_vnncomp.py --benchmark mnist_fc --ranks 2 -- --domain-groups 2
 
 A wrong answer is sat where alpha-beta-CROWN proved unsat, or unsat where it found a
 counterexample (our sat answers carry a checked counterexample; 'timeout' in the expected column
@@ -28,6 +29,7 @@ def main():
     ap.add_argument("--model", action="append", help="only models whose file name contains this")
     ap.add_argument("--timeout-cap", type=float, default=0, help="cap every timeout at this many s")
     ap.add_argument("--csv", help="write per-instance rows here")
+    ap.add_argument("--ranks", type=int, default=1, help="run each instance under mpirun -np N")
     ap.add_argument("extra", nargs="*", help="extra arguments for verify (after --)")
     a = ap.parse_args()
     expected = os.path.join(a.fixtures, "expected", "vnncomp_results.csv")
@@ -47,8 +49,12 @@ def main():
             timeout = min(timeout, a.timeout_cap)
         cmd = [a.binary, "verify", "--model", os.path.join(a.fixtures, r["model"]), "--vnnlib",
                os.path.join(a.fixtures, r["spec"]), "--timeout", str(timeout), "--quiet"] + a.extra
+        env = None
+        if a.ranks > 1:
+            cmd = ["mpirun", "--oversubscribe", "-np", str(a.ranks)] + cmd
+            env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
         t0 = time.monotonic()
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 120)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 120, env=env)
         dt = time.monotonic() - t0
         got = p.stdout.split("\n", 1)[0].strip() if p.returncode == 0 else "error"
         exp = r["expected"]

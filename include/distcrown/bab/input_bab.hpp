@@ -3,7 +3,9 @@
 // sub-box; a batch of sub-boxes is bounded by CROWN in one call (every intermediate bound
 // recomputed on each sub-box, so splitting tightens everything); each bounded box is clipped to
 // the region where its rows' linear bounds allow a counterexample (clip_to_violations); the split
-// dimension maximises input_split_scores and the box is halved there.
+// dimension maximises input_split_scores and the box is halved there. Under mpirun the domain
+// groups of BabOptions::world share each round's boxes as ReLU branch and bound shares its
+// domains (src/bab/domain.hpp): the same boxes and ids at every layout.
 #include <vector>
 
 #include <ATen/core/Tensor.h>
