@@ -84,6 +84,30 @@ struct RoundReport {
 std::string encode_report(const RoundReport& r);
 RoundReport decode_report(std::string_view bytes);
 
+/// This group's report before a round: its candidates' (value, id), what it holds (the
+/// candidates and `rest` more queued) and has bounded. Its flags stay as they are.
+template <class D>
+void report_candidates(RoundReport& mine, const std::vector<D>& candidates, size_t rest,
+                       int64_t bounded) {
+  mine.queued = int64_t(rest + candidates.size());
+  mine.bounded = bounded;
+  mine.candidates.clear();
+  for (const D& d : candidates) mine.candidates.emplace_back(d.value, d.id);
+}
+
+/// What the gathered reports (index = group) say before a round, the same on every rank.
+struct RoundTally {
+  int64_t queued = 0;          // over every group
+  bool exhausted = false;      // some group dropped a domain it could not split
+  bool no_splittable = false;  // some group's root had nothing to split
+  bool falsified = false;      // some group found a counterexample
+  bool timed_out = false;      // some rank reached its deadline
+};
+/// The tally of `groups`; writes the world's counts into `res` (domains_bounded,
+/// domains_per_group) and, when falsified, the lowest group's counterexample (with that group,
+/// when found below the root: res.rounds > 0).
+RoundTally tally_round(const std::vector<RoundReport>& groups, BabResult& res);
+
 /// One domain of a round's plan: the position in the plan is its rank among all candidates
 /// (worst first); `holder` is the group that has it, `bounder` the group that bounds it.
 struct Planned {

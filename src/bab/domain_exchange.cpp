@@ -136,6 +136,27 @@ RoundReport decode_report(std::string_view bytes) {
   return r;
 }
 
+RoundTally tally_round(const std::vector<RoundReport>& groups, BabResult& res) {
+  RoundTally t;
+  res.domains_bounded = 0;
+  res.domains_per_group.clear();
+  for (const RoundReport& g : groups) {
+    res.domains_bounded += g.bounded;
+    res.domains_per_group.push_back(g.bounded);
+    t.queued += g.queued;
+    t.exhausted = t.exhausted || g.exhausted;
+    t.no_splittable = t.no_splittable || g.no_splittable;
+    t.timed_out = t.timed_out || g.timed_out;
+  }
+  for (size_t k = 0; k < groups.size() && !t.falsified; ++k) {
+    if (!groups[k].counterexample) continue;
+    t.falsified = true;
+    res.counterexample = groups[k].counterexample;
+    if (res.rounds > 0) res.counterexample_group = int(k);
+  }
+  return t;
+}
+
 std::vector<Planned> plan_round(const std::vector<RoundReport>& groups, int64_t batch) {
   std::vector<Planned> all;
   for (size_t g = 0; g < groups.size(); ++g) {

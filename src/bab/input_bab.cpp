@@ -266,40 +266,21 @@ BabResult search(const BoundGraph& g, const io::VnnlibCase& c, const Objective& 
         mine.exhausted = true;
       }
     }
-    mine.queued = int64_t(queue.size() + candidates.size());
-    mine.bounded = bounded;
-    mine.candidates.clear();
-    for (const SubBox& b : candidates) mine.candidates.emplace_back(b.value, b.id);
+    detail::report_candidates(mine, candidates, queue.size(), bounded);
     const std::vector<RoundReport> groups = detail::exchange_reports(w, mine);
-
-    res.domains_bounded = 0;
-    res.domains_per_group.clear();
-    int64_t queued = 0;
-    bool exhausted = false;
-    for (const RoundReport& r : groups) {
-      res.domains_bounded += r.bounded;
-      res.domains_per_group.push_back(r.bounded);
-      queued += r.queued;
-      exhausted = exhausted || r.exhausted;
-    }
-    for (size_t k = 0; k < groups.size(); ++k) {
-      if (groups[k].counterexample) {
-        res.counterexample = groups[k].counterexample;  // the lowest group's
-        if (res.rounds > 0) res.counterexample_group = int(k);
-        return done(BabStatus::kFalsified);
-      }
-    }
-    if (groups.front().timed_out) return done(BabStatus::kTimeout);
+    const detail::RoundTally tally = detail::tally_round(groups, res);
+    if (tally.falsified) return done(BabStatus::kFalsified);
+    if (tally.timed_out) return done(BabStatus::kTimeout);
     const std::vector<detail::Planned> plan = detail::plan_round(groups, options.batch);
     if (plan.empty()) {
-      if (exhausted) {
+      if (tally.exhausted) {
         res.reason = "a box too small to halve was not proved";
         return done(BabStatus::kUnknown);
       }
       return done(BabStatus::kProved);
     }
     res.worst_value = plan.front().value;
-    progress.report(res.rounds, res.domains_bounded, queued, res.worst_value);
+    progress.report(res.rounds, res.domains_bounded, tally.queued, res.worst_value);
     if (options.max_rounds > 0 && res.rounds >= options.max_rounds) {
       res.reason = "round limit reached";
       return done(BabStatus::kUnknown);

@@ -585,52 +585,31 @@ BabResult ReluBab::search(ReluBabStats* stats, const RootStart* start) {
       }
       candidates.push_back(std::move(d));
     }
-    mine.queued = int64_t(queue.size() + candidates.size());
-    mine.bounded = bounded_;
-    mine.candidates.clear();
-    for (const Domain& d : candidates) mine.candidates.emplace_back(d.value, d.id);
+    detail::report_candidates(mine, candidates, queue.size(), bounded_);
     const std::vector<RoundReport> groups = detail::exchange_reports(w, mine);
-
-    res.domains_bounded = 0;
-    res.domains_per_group.clear();
-    int64_t queued = 0;
-    bool exhausted = false;
-    bool no_splittable = false;
-    for (const RoundReport& g : groups) {
-      res.domains_bounded += g.bounded;
-      res.domains_per_group.push_back(g.bounded);
-      queued += g.queued;
-      exhausted = exhausted || g.exhausted;
-      no_splittable = no_splittable || g.no_splittable;
-    }
-    for (size_t k = 0; k < groups.size(); ++k) {
-      if (groups[k].counterexample) {
-        res.counterexample = groups[k].counterexample;  // the lowest group's
-        if (res.rounds > 0) res.counterexample_group = int(k);
-        return done(BabStatus::kFalsified);
-      }
-    }
-    if (groups.front().timed_out) return done(BabStatus::kTimeout);
+    const detail::RoundTally tally = detail::tally_round(groups, res);
+    if (tally.falsified) return done(BabStatus::kFalsified);
+    if (tally.timed_out) return done(BabStatus::kTimeout);
     // The smallest cap of every rank (exchange_reports gave every group the world's): the same
     // batch everywhere.
     int64_t batch = o_.batch;
     for (const RoundReport& g : groups) batch = std::min(batch, g.batch_cap);
     const std::vector<Planned> plan = detail::plan_round(groups, batch);
     if (plan.empty()) {
-      if (no_splittable) {
+      if (tally.no_splittable) {
         res.reason =
             "no splittable neurons (the network's nonlinearities cannot be split) and "
             "alpha-CROWN does not prove the property";
         return done(BabStatus::kUnknown);
       }
-      if (exhausted) {
+      if (tally.exhausted) {
         res.reason = "a domain with every unstable neuron split was not proved";
         return done(BabStatus::kUnknown);
       }
       return done(BabStatus::kProved);
     }
     res.worst_value = plan.front().value;
-    progress_.report(res.rounds, res.domains_bounded, queued, res.worst_value);
+    progress_.report(res.rounds, res.domains_bounded, tally.queued, res.worst_value);
     if (const RoundReport& full = groups.front(); full.memory_full) {
       res.memory_limited = true;
       std::array<char, 96> text{};
