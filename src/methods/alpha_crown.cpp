@@ -171,9 +171,14 @@ AlphaResult alpha_crown(const BoundGraph& g, const InputBox& box, const at::Tens
           if (g.is_pre_activation(i)) reference[size_t(i)] = detached(engine.bounds(i));
         }
       } else {
-        // Improved: the summed bound beats the sum of the elementwise best so far.
-        improved = (score > (lower_side ? best.sum(1) : -best.sum(1))).any().item<bool>();
-        best = lower_side ? at::maximum(best, bd) : at::minimum(best, bd);
+        // Improved: the summed bound beats the sum of the elementwise best so far. Only the batch
+        // elements that improved take this iteration's bounds into their elementwise best, as
+        // auto_LiRPA's _update_best_ret: the best it compares against, and so its early stop,
+        // moves only then.
+        const at::Tensor gained = score > (lower_side ? best.sum(1) : -best.sum(1));  // [batch]
+        improved = gained.any().item<bool>();
+        best = at::where(gained.unsqueeze(1),
+                         lower_side ? at::maximum(best, bd) : at::minimum(best, bd), best);
       }
       stale = improved ? 0 : stale + 1;
       if (it > 0 && (it > save_after || stale == alpha.early_stop_patience)) {
