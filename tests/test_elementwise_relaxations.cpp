@@ -175,6 +175,13 @@ TEST_P(Relaxation, CrownLinesBoundTheFunctionOnEveryEdgeInterval) {
 TEST_P(Relaxation, InitialParametersGiveCrownsLines) {
   c10::NoGradGuard no_grad;
   const OpIntervals& c = GetParam();
+  if (c.op == "Sin" || c.op == "Cos" || c.op == "Gelu") {
+    // Their α starts where auto_LiRPA's does (BoundSin's / BoundGelu's tangent points, from its
+    // tables and midpoints), not at distcrown's CROWN lines; ProjectedParametersStaySound checks
+    // those initial lines (spread 0) and test_op_refs that the optimisation then follows
+    // auto_LiRPA's.
+    GTEST_SKIP() << c.op << ": α starts at auto_LiRPA's tangent points";
+  }
   const Interval pre = edge_intervals(c.intervals, at::kFloat);
   const int64_t n = pre.lower.size(1);
   const BoundGraph g = one_op_graph(c.op, n, c.exponent);
@@ -218,7 +225,7 @@ TEST_P(Relaxation, ProjectedParametersStaySound) {
     BoundGraph g = one_op_graph(c.op, n, c.exponent);
     g.to_dtype(type);
     const BoundNode& op = *g.node(1).op;
-    for (const double spread : {0.1, 3.0, 1e3}) {
+    for (const double spread : {0.0, 0.1, 3.0, 1e3}) {
       const at::Tensor init = alpha_rows(op.initial_relaxation_params(pre), n);
       at::Tensor alpha = init + spread * at::randn(init.sizes(), init.options());
       op.project_relaxation_params(alpha, pre);

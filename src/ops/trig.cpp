@@ -25,21 +25,32 @@
 //     (bound_relax_branch); ours is a different sound choice, not its lines.
 //   - u − l ≥ 2π (at least a whole period): slope 0, the constant bounds [−1, 1].
 //   - u − l < 1e-8 (a point, below the chord's clamp): f' at the midpoint for both lines.
-// α-CROWN optimises the two slopes per neuron as angles ψ with slope sin ψ (P = [2, batch,
-// *shape]: lower line, upper line), initialised at asin of CROWN's slopes and projected onto the
-// slopes f' takes on [l, u] (every slope is sound, the intercept follows it; these are the slopes
-// of tangents at points of [l, u], where auto_LiRPA keeps its tangent points, and they hold
-// CROWN's: the chord's by the mean value theorem), except that a chord that is the best line of
-// its side stays fixed, as in auto_LiRPA (line_slope_ranges). ψ is π/2 minus a tangent point of
-// sin, up to its period and symmetry: it stays in [−π/2, π/2], where a tangent point far from 0
-// would lose float32 precision, and the slope 0 (wide intervals) is ψ = 0 exactly. auto_LiRPA
-// optimises 12 tangent points per neuron instead.
+// α-CROWN optimises tangent points as auto_LiRPA's BoundSin (BoundCos: the same on x + π/2), in
+// the coordinate w = x + φ of sin(w): 6 per neuron (P = [6, batch, *shape], TangentEntry), each
+// initialised, and projected at every use onto its own range, as BoundSin's 12 (6 per side):
+//   - monotone half-wave (BoundSin's sigmoid_like_mask, then BoundTanh's lines): the midpoint
+//     tangents (in [l, u]) on a convex / concave piece, where the chord is the other line and
+//     stays fixed; across the inflection the tangent through the far end (d, from BoundSin's
+//     0.01 grid) bounds the tangent point's range, or the chord where it is a bound (fixed).
+//   - otherwise (bound_relax_branch): the chord where it stays on one side of f (fixed, that side),
+//     else tangent points around the minimum (lower line) and maximum (upper line) in BoundSin's
+//     folded coordinate, between the tangents from its tables (2π/1000 grid, 20 bisections) at l
+//     and at u, initialised as BoundSin from the midpoint.
+//   - u − l ≥ 2π and u − l < 1e-8 stay at CROWN's lines (the constants [−1, 1], tighter than
+//     BoundSin's tangents, and the point's tangent).
+//   Each line has slope cos(t) and, as value, its tightest intercept (sound whatever t, never
+//   looser than the tangent), as gradient the tangent's, which BoundSin follows: the two agree
+//   wherever the tangent touches f in [l, u]. BoundCos initialises the midpoint entries at the
+//   midpoint of x, not of x + π/2 (so they start projected onto an end); ours does the same.
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
 #include <array>
+#include <limits>
 #include <numbers>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include "distcrown/graph/bound_node.hpp"
 #include "distcrown/graph/op_registry.hpp"
@@ -54,8 +65,24 @@ constexpr int kBisections = 50;
 
 enum class Trig { kSin, kCos };
 
-// Index of each line's angle in P = [2, batch, *shape].
+// Index of each line in CROWN's slopes [2, batch, *shape].
 enum TrigLine : int64_t { kLowerLine = 0, kUpperLine = 1 };
+
+// α's tangent points per neuron (w = x + φ), P = [kEntries, batch, *shape], as BoundSin's 12 (6
+// per side).
+enum TangentEntry : int64_t {
+  kMidUpper = 0,     // tp_pos: concave half-wave piece, in [l, u]
+  kMidLower = 1,     // tp_neg: convex piece, in [l, u]
+  kBothLower = 2,    // tp_both_lower: across the inflection, up to d_lower
+  kBothUpper = 3,    // tp_both_upper: across the inflection, up to d_upper
+  kBranchLower = 4,  // around a minimum, folded (BoundSin.get_bound_tb)
+  kBranchUpper = 5,  // around a maximum, folded
+  kEntries = 6,
+};
+
+// BoundSin's tables: entries on [0, 2π] and bisection steps.
+constexpr int64_t kTableEntries = 1001;
+constexpr int kTableBisections = 20;
 
 // Whether [l, u] holds a point p + 2πn (any n), elementwise: auto_LiRPA's check_crossing.
 at::Tensor holds_point(const at::Tensor& l, const at::Tensor& u, double p) {
@@ -108,61 +135,243 @@ class BoundTrig final : public BoundNode {
   }
 
   at::Tensor initial_relaxation_params(const Interval& in) const override {
-    return at::asin(crown_slopes(in).clamp(-1.0, 1.0));  // [2, B, *shape]
+    return tangent_plan(in).init;  // [kEntries, B, *shape]
   }
 
   void project_relaxation_params(at::Tensor& alpha, const Interval& in) const override {
-    // alpha [2, rows, 2, B, *shape]; the ranges [2, B, *shape] (lower line, upper line) broadcast.
-    const Interval k = line_slope_ranges(in);
-    alpha.copy_(at::minimum(at::maximum(alpha, at::asin(k.lower)), at::asin(k.upper)));
+    // alpha [2, rows, kEntries, B, *shape]; the ranges [kEntries, B, *shape] broadcast.
+    const TangentPlan plan = tangent_plan(in);
+    alpha.copy_(at::minimum(at::maximum(alpha, plan.lo), plan.hi));
   }
 
   std::vector<BoundA> backward_relaxed(const BoundA& a, std::span<const Interval* const> bounds,
                                        BiasPair& bias, const RelaxParams& p) const override {
     const Interval& pre = *bounds[0];
+    const bool optimised = p.alpha_l.defined() || p.alpha_u.defined();
+    const TangentPlan plan = optimised ? tangent_plan(pre) : TangentPlan{};
     return {relax_elementwise(a, bias, p.alpha_l, p.alpha_u,
-                              [&](const at::Tensor& angles) { return lines(pre, angles); })};
+                              [&](const at::Tensor& t) { return lines(pre, t, plan); })};
   }
 
  private:
-  // The slopes f' takes on [l, u] ([B, *shape] each): f' = sin(x + φ + π/2), bounded as ibp().
-  [[nodiscard]] Interval slope_range(const Interval& in) const {
-    const at::Tensor& l = in.lower;
-    const at::Tensor& u = in.upper;
-    const at::Tensor dl = f_ == Trig::kSin ? at::cos(l) : -at::sin(l);
-    const at::Tensor du = f_ == Trig::kSin ? at::cos(u) : -at::sin(u);
-    const at::Tensor one = at::ones_like(dl);
-    return {at::where(holds_point(l, u, kPi - phase_), -one, at::minimum(dl, du)).clamp(-1.0, 1.0),
-            at::where(holds_point(l, u, -phase_), one, at::maximum(dl, du)).clamp(-1.0, 1.0)};
+  // α's plan (header comment): per entry its initial value and range ([kEntries, B, *shape]);
+  // per line ([2, B, *shape]: lower, upper) the entry it takes, whether it is a fixed line
+  // (slope `fixed_k`) and, for the tangent's gradient, where the tangent point t lies in w:
+  // t + shift_left up to `pivot`, t + shift_right beyond (BoundSin's folded coordinate).
+  struct TangentPlan {
+    at::Tensor init, lo, hi;
+    at::Tensor entry, fixed, fixed_k, pivot, shift_left, shift_right;
+  };
+
+  [[nodiscard]] TangentPlan tangent_plan(const Interval& in) const {
+    const c10::NoGradGuard no_grad;
+    const at::Tensor lw = in.lower + phase_;
+    const at::Tensor uw = in.upper + phase_;
+    const at::Tensor crown = crown_slopes(in);
+    const at::Tensor inf = at::full_like(lw, std::numeric_limits<double>::infinity());
+    const at::Tensor zero = at::zeros_like(lw);
+
+    // BoundSin's branch_input_domain.
+    const at::Tensor lc = lw - at::floor((lw + kPi / 2) / kTwoPi) * kTwoPi;
+    const at::Tensor uc = uw - at::floor((uw + kPi / 2) / kTwoPi) * kTwoPi;
+    const at::Tensor sigmoid = ((uw - lw) <= kPi) & (((lc <= kPi / 2) & (uc <= kPi / 2)) |
+                                                     ((lc >= kPi / 2) & (uc >= kPi / 2)));
+    const at::Tensor branch = ~sigmoid;
+    const at::Tensor convex_l = -at::sin(lw) >= 0;  // f'' ≥ 0 at l
+    const at::Tensor convex_u = -at::sin(uw) >= 0;
+    const at::Tensor neg = convex_l & convex_u & sigmoid;    // convex: tangent below, chord above
+    const at::Tensor pos = ~convex_l & ~convex_u & sigmoid;  // concave: chord below, tangent above
+    const at::Tensor both = sigmoid & ~(neg | pos);
+
+    // BoundTanh's lines on the monotone half-wave.
+    const at::Tensor k_direct = (at::sin(uw) - at::sin(lw)) / (uw - lw).clamp_min(1e-8);
+    const auto [d_lower, d_upper] = grid_tangent_points(lw, uw);
+    const at::Tensor direct_lower =
+        both & at::where(convex_l, k_direct<at::cos(lw), k_direct> at::cos(uw));
+    const at::Tensor direct_upper =
+        both & at::where(convex_l, k_direct<at::cos(uw), k_direct> at::cos(lw));
+
+    // bound_relax_branch: the chord where it crosses f' = k once (it stays on one side of f).
+    const at::Tensor ub = at::maximum(uw, lw + 1e-8);
+    const at::Tensor close = (ub - lw) < 1e-3;
+    const at::Tensor chord_k =
+        at::where(close, at::cos(ub), (at::sin(ub) - at::sin(lw)) / (ub - lw).clamp_min(1e-10));
+    const at::Tensor crossing1 = at::asin(chord_k) - kPi / 2;
+    const at::Tensor crossing2 = kPi - crossing1 - kPi;
+    const at::Tensor use_line = (crossings(lw, ub, crossing1) + crossings(lw, ub, crossing2)) == 1;
+    const at::Tensor gap = at::sin((ub + lw) / 2) - (at::sin(ub) + at::sin(lw)) / 2;
+    const at::Tensor branch_chord_lower = branch & use_line & (gap >= 0);
+    const at::Tensor branch_chord_upper = branch & use_line & (gap < 0);
+    const BranchTangents t = branch_tangents(lw, ub);
+
+    TangentPlan plan;
+    const at::Tensor mid_x = (in.lower + in.upper) / 2;  // BoundSin's α init, BoundCos's too
+    plan.init = at::stack({mid_x, mid_x, d_lower, d_upper, t.lower_init, t.upper_init});
+    plan.lo = at::stack({lw, lw, at::where(convex_l, lw, at::minimum(d_lower, uw)),
+                         at::where(convex_l, at::minimum(d_upper, uw), lw),
+                         at::minimum(t.left_lower, t.right_lower),
+                         at::minimum(t.left_upper, t.right_upper)});
+    plan.hi = at::stack({uw, uw, at::where(convex_l, at::maximum(d_lower, lw), uw),
+                         at::where(convex_l, uw, at::maximum(d_upper, lw)), t.right_lower,
+                         t.right_upper});
+
+    const auto entry = [&](TangentEntry e) { return at::full_like(lw, int64_t{e}, at::kLong); };
+    const at::Tensor lower_entry = at::where(
+        both, entry(kBothLower), at::where(branch, entry(kBranchLower), entry(kMidLower)));
+    const at::Tensor upper_entry = at::where(
+        both, entry(kBothUpper), at::where(branch, entry(kBranchUpper), entry(kMidUpper)));
+    plan.entry = at::stack({lower_entry, upper_entry});
+    // Ours where BoundSin's lines are not ours to follow: a whole period or more, and a point.
+    const at::Tensor own = ((in.upper - in.lower) >= kTwoPi) | ((in.upper - in.lower) < 1e-8);
+    plan.fixed = at::stack({pos | direct_lower | branch_chord_lower | own,
+                            neg | direct_upper | branch_chord_upper | own});
+    plan.fixed_k =
+        at::where(own, crown, at::where(branch, chord_k, k_direct).unsqueeze(0).expand_as(crown));
+    plan.pivot = at::stack(
+        {at::where(branch, zero + 1.5 * kPi, inf), at::where(branch, zero + 2.5 * kPi, inf)});
+    plan.shift_left = at::stack(
+        {at::where(branch, t.lower_left_shift, zero), at::where(branch, t.upper_left_shift, zero)});
+    plan.shift_right = at::stack({at::where(branch, t.lower_right_shift, zero),
+                                  at::where(branch, t.upper_right_shift, zero)});
+    return plan;
   }
 
-  // The slopes α may take per line ([2, B, *shape]: lower line, upper line): slope_range(), except
-  // that the chord is pinned where it is the best line of its side. On [l, u] inside one convex
-  // region of f (x + φ ∈ [π, 2π] + 2πn) every sound upper line lies above the chord on all of
-  // [l, u], so no other upper slope can give a tighter bound, for any A; likewise the lower line
-  // on a concave region ([0, π] + 2πn). CROWN takes the chord there already; letting α move it only
-  // lets Adam's first steps (lr 0.5, of the order of the whole range) throw it off the optimum.
-  // auto_LiRPA keeps these chords fixed too (it optimises tangent points only).
-  [[nodiscard]] Interval line_slope_ranges(const Interval& in) const {
-    const c10::NoGradGuard no_grad;
-    const at::Tensor& l = in.lower;
-    const at::Tensor& u = in.upper;
-    const Interval any = slope_range(in);
-    const at::Tensor region = at::floor((l + phase_) / kPi);  // even: concave, odd: convex
-    const at::Tensor one_region = (region == at::floor((u + phase_) / kPi)) & ((u - l) >= 1e-8);
-    const at::Tensor even = at::remainder(region, 2) == 0;
-    // CROWN's slope is that chord wherever a line is pinned (a monotone convex or concave piece, or
-    // an extremum inside and u − l < π); taking it from crown_slopes() keeps the pinned α exactly
-    // at CROWN's line.
-    const at::Tensor crown = crown_slopes(in).clamp(-1.0, 1.0);
-    const at::Tensor pin_lower = one_region & even;   // concave: the chord is the best lower line
-    const at::Tensor pin_upper = one_region & ~even;  // convex: the chord is the best upper line
-    const at::Tensor lower_line = crown[kLowerLine];
-    const at::Tensor upper_line = crown[kUpperLine];
-    return {at::stack({at::where(pin_lower, lower_line, any.lower),
-                       at::where(pin_upper, upper_line, any.lower)}),
-            at::stack({at::where(pin_lower, lower_line, any.upper),
-                       at::where(pin_upper, upper_line, any.upper)})};
+  // BoundSin.n_crossing: how many points s + 2πn lie in [start, end].
+  [[nodiscard]] static at::Tensor crossings(const at::Tensor& start, const at::Tensor& end,
+                                            const at::Tensor& s) {
+    const at::Tensor cycles = at::floor((end - start) / kTwoPi);
+    const at::Tensor real_s = s - at::floor((s - start) / kTwoPi) * kTwoPi;
+    const at::Tensor real_end = end - cycles * kTwoPi;
+    return ((real_s >= start) & (real_s <= real_end)).to(s.scalar_type()) + cycles;
+  }
+
+  // BoundSin.generate_d_lower_upper on w: the tangent points whose tangents pass through the
+  // 0.01 grid point next beyond the far end of a monotone half-wave across its inflection (the
+  // table of BoundTanh.precompute_relaxation, bisected here at that point), [B, *shape] each;
+  // 0 where no case applies, as BoundSin.
+  [[nodiscard]] static std::pair<at::Tensor, at::Tensor> grid_tangent_points(const at::Tensor& lw,
+                                                                             const at::Tensor& uw) {
+    constexpr double step = 0.01;
+    const auto beyond = [](const at::Tensor& v) {
+      return step * (at::trunc(v / step).clamp_min(0) + 1);
+    };
+    const at::Tensor ku = at::floor(uw / kTwoPi);
+    const at::Tensor uc = uw - ku * kTwoPi;
+    const at::Tensor kl = at::floor(lw / kTwoPi);
+    const at::Tensor lc = lw - kl * kTwoPi;
+    const at::Tensor zero = at::zeros_like(lw);
+    // Rising, lower line through u; falling, upper line through u; rising, upper line through l;
+    // falling, lower line through l (BoundSin's cases 1 to 4).
+    const at::Tensor case1 = (uc >= 0) & (uc <= kPi / 2);
+    const at::Tensor d1 = tangent_point_through(beyond(uc.clamp(0, kPi / 2))) + ku * kTwoPi;
+    const at::Tensor case2 = (uc >= kPi) & (uc <= 1.5 * kPi);
+    const at::Tensor d2 =
+        kPi + tangent_point_through(beyond(uc.clamp(kPi, 1.5 * kPi) - kPi)) + ku * kTwoPi;
+    const at::Tensor case3 = (lc >= 1.5 * kPi) & (lc <= kTwoPi);
+    const at::Tensor d3 =
+        -tangent_point_through(beyond(kTwoPi - lc.clamp(1.5 * kPi, kTwoPi))) + (kl + 1) * kTwoPi;
+    const at::Tensor case4 = (lc >= kPi / 2) & (lc <= kPi);
+    const at::Tensor d4 =
+        kPi - tangent_point_through(beyond(kPi - lc.clamp(kPi / 2, 3 * kPi))) + kl * kTwoPi;
+    return {at::where(case1, d1, zero) + at::where(case4, d4, zero),
+            at::where(case2, d2, zero) + at::where(case3, d3, zero)};
+  }
+
+  // BoundSin's tables (get_lower_left_bound and the others, 20 bisections) at w: the tangent
+  // point in BoundSin's folded coordinate and the cycles it is shifted by.
+  [[nodiscard]] static std::pair<at::Tensor, at::Tensor> lower_left(const at::Tensor& xl) {
+    const at::Tensor cycles = at::floor((xl + kPi / 2) / kTwoPi) * kTwoPi;
+    const at::Tensor x = xl - cycles;
+    at::Tensor left = at::full_like(x, kPi);
+    at::Tensor right = at::full_like(x, 1.5 * kPi);
+    at::Tensor last_right = right;
+    for (int i = 0; i < kTableBisections; ++i) {
+      const at::Tensor mid = (left + right) / 2;
+      const at::Tensor up = at::sin(x) - (at::cos(mid) * (x - mid) + at::sin(mid)) > 0;
+      right = at::where(up, mid, right);
+      last_right = at::where(up, mid, last_right);
+      left = at::where(up, left, mid);
+    }
+    return {at::where(x >= kPi, x, last_right), cycles};
+  }
+  [[nodiscard]] static std::pair<at::Tensor, at::Tensor> upper_left(const at::Tensor& xl) {
+    const at::Tensor cycles = at::floor((xl - kPi / 2) / kTwoPi) * kTwoPi;
+    const at::Tensor x = xl - cycles;
+    at::Tensor left = at::full_like(x, kTwoPi);
+    at::Tensor right = at::full_like(x, 2.5 * kPi);
+    at::Tensor last_right = right;
+    for (int i = 0; i < kTableBisections; ++i) {
+      const at::Tensor mid = (left + right) / 2;
+      const at::Tensor up = at::sin(x) - (at::cos(mid) * (x - mid) + at::sin(mid)) > 0;
+      right = at::where(up, right, mid);
+      last_right = at::where(up, last_right, mid);
+      left = at::where(up, mid, left);
+    }
+    return {at::where(x >= kTwoPi, x, last_right), cycles};
+  }
+  [[nodiscard]] static std::pair<at::Tensor, at::Tensor> lower_right(const at::Tensor& xu) {
+    const at::Tensor cycles = at::floor((xu + kPi / 2) / kTwoPi) * kTwoPi;
+    return {3 * kPi - lower_left(kPi - (xu - cycles)).first, cycles - kTwoPi};
+  }
+  [[nodiscard]] static std::pair<at::Tensor, at::Tensor> upper_right(const at::Tensor& xu) {
+    const at::Tensor cycles = at::floor((xu - kPi / 2) / kTwoPi) * kTwoPi;
+    return {5 * kPi - upper_left(3 * kPi - (xu - cycles)).first, cycles - kTwoPi};
+  }
+
+  // BoundSin.get_bound_tb on [lb, ub] (w): the folded tangent points from its tables at l and at
+  // u (the ends of α's range), their shifts, and α's initial points (from the midpoint).
+  struct BranchTangents {
+    at::Tensor left_lower, right_lower, left_upper, right_upper;
+    at::Tensor lower_left_shift, lower_right_shift, upper_left_shift, upper_right_shift;
+    at::Tensor lower_init, upper_init;
+  };
+  [[nodiscard]] static BranchTangents branch_tangents(const at::Tensor& lb, const at::Tensor& ub) {
+    const at::Tensor grid = at::linspace(0, kTwoPi, kTableEntries, lb.options());
+    const auto [ll, ll_cycles] = lower_left(grid);
+    const auto [lu, lu_cycles] = upper_left(grid);
+    const auto [rl, rl_cycles] = lower_right(grid);
+    const auto [ru, ru_cycles] = upper_right(grid);
+    const double step = kTwoPi / double(kTableEntries - 1);
+    const at::Tensor lb_cycles = at::floor(lb / kTwoPi) * kTwoPi;
+    const at::Tensor ub_cycles = at::floor(ub / kTwoPi) * kTwoPi;
+    const auto index = [&](const at::Tensor& v, const at::Tensor& cycles) {
+      return at::trunc((v - cycles).clamp(0, kTwoPi) / step).to(at::kLong);
+    };
+    const at::Tensor il = index(lb, lb_cycles);
+    const at::Tensor iu = index(ub, ub_cycles);
+    const auto at_index = [](const at::Tensor& table, const at::Tensor& i) {
+      return table.index({i.reshape({-1})}).reshape(i.sizes());
+    };
+    BranchTangents t;
+    t.left_lower = at_index(ll, il);
+    t.left_upper = at_index(lu, il);
+    t.right_lower = at_index(rl, iu);
+    t.right_upper = at_index(ru, iu);
+    t.lower_left_shift = at_index(ll_cycles, il) + lb_cycles;
+    t.upper_left_shift = at_index(lu_cycles, il) + lb_cycles;
+    t.lower_right_shift = at_index(rl_cycles, iu) + ub_cycles;
+    t.upper_right_shift = at_index(ru_cycles, iu) + ub_cycles;
+    // The initial points: BoundSin's masks on the midpoint (they add, as there).
+    const at::Tensor mid = (lb + ub) / 2;
+    const auto initial = [&](const at::Tensor& left, const at::Tensor& right,
+                             const at::Tensor& left_shift, const at::Tensor& right_shift,
+                             double extreme) {
+      const at::Tensor unfolded_left = left + left_shift;
+      const at::Tensor left_end = extreme + left_shift;
+      const at::Tensor unfolded_right = right + right_shift;
+      const at::Tensor right_end = extreme + right_shift;
+      const auto m = [&](const at::Tensor& b) { return b.to(lb.scalar_type()); };
+      return m((mid < unfolded_left) & (unfolded_left <= ub)) * left +
+             m((mid >= unfolded_left) & (mid <= left_end)) * (mid - left_shift) +
+             m((mid > left_end) & (mid < right_end)) * extreme +
+             m((mid > unfolded_right) & (unfolded_right >= lb)) * right +
+             m((mid >= right_end) & (mid <= unfolded_right)) * (mid - right_shift);
+    };
+    t.lower_init =
+        initial(t.left_lower, t.right_lower, t.lower_left_shift, t.lower_right_shift, 1.5 * kPi);
+    t.upper_init =
+        initial(t.left_upper, t.right_upper, t.upper_left_shift, t.upper_right_shift, 2.5 * kPi);
+    return t;
   }
 
   // CROWN's slopes (header comment): [2, B, *shape]. The choice carries no gradient (any slope is
@@ -232,16 +441,37 @@ class BoundTrig final : public BoundNode {
     return {lo, hi};
   }
 
-  // The lines for bounds `pre` with the slopes of angles `angles` ([rows, 2, B, *shape],
-  // projected) or CROWN's slopes when undefined.
-  [[nodiscard]] ElementwiseLines lines(const Interval& pre, const at::Tensor& angles) const {
-    const at::Tensor k = angles.defined() ? at::sin(angles) : crown_slopes(pre);
-    const int64_t dim = angles.defined() ? 1 : 0;
+  // The lines for bounds `pre` with tangent points `t` ([rows, kEntries, B, *shape], projected;
+  // `plan` is tangent_plan(pre)) or CROWN's slopes when undefined (header comment).
+  [[nodiscard]] ElementwiseLines lines(const Interval& pre, const at::Tensor& t,
+                                       const TangentPlan& plan) const {
     ElementwiseLines out;
-    out.lower_k = k.select(dim, kLowerLine);
-    out.upper_k = k.select(dim, kUpperLine);
-    out.lower_b = tightest_intercepts(pre.lower, pre.upper, out.lower_k).first;
-    out.upper_b = tightest_intercepts(pre.lower, pre.upper, out.upper_k).second;
+    if (!t.defined()) {
+      const at::Tensor k = crown_slopes(pre);
+      out.lower_k = k[kLowerLine];
+      out.upper_k = k[kUpperLine];
+      out.lower_b = tightest_intercepts(pre.lower, pre.upper, out.lower_k).first;
+      out.upper_b = tightest_intercepts(pre.lower, pre.upper, out.upper_k).second;
+      return out;
+    }
+    const auto line = [&](int64_t which) {
+      // The entry of each neuron: [B, *shape] -> [rows, 1, B, *shape] along t's entry dimension.
+      std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
+      shape[1] = 1;
+      const at::Tensor entry = plan.entry[which].unsqueeze(0).unsqueeze(0).expand(shape);
+      const at::Tensor tp = t.gather(1, entry).squeeze(1);
+      const at::Tensor fixed = plan.fixed[which];
+      const at::Tensor k = at::where(fixed, plan.fixed_k[which], at::cos(tp));
+      const auto tight = tightest_intercepts(pre.lower, pre.upper, k);
+      const at::Tensor b = which == kLowerLine ? tight.first : tight.second;
+      // The tangent at w = tp + shift, as a line in x = w − φ.
+      const at::Tensor shift =
+          at::where(tp <= plan.pivot[which], plan.shift_left[which], plan.shift_right[which]);
+      const at::Tensor tangent_b = at::sin(tp) - k * (tp + shift - phase_);
+      return std::pair{k, at::where(fixed, b, b.detach() + (tangent_b - tangent_b.detach()))};
+    };
+    std::tie(out.lower_k, out.lower_b) = line(kLowerLine);
+    std::tie(out.upper_k, out.upper_b) = line(kUpperLine);
     return out;
   }
 
