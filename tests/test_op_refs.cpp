@@ -127,7 +127,7 @@ const std::vector<Deviation>& deviations() {
       // 9.3e-5·|ref|: auto_LiRPA reads the tangent points of its straddling cases from tables on
       // a 0.01 grid, we bisect, and every line takes its tightest intercept). α-CROWN: BoundGelu's
       // tangent points (its table's grid points for the range ends), and it matches (checked
-      // against the 1e-3 bar; within 1e-6 at the time of writing).
+      // against the 1e-3 bar; within 1.1e-6 at the time of writing).
       {"gelu_mlp", "ibp", Relation::kNotLooser, "exact IBP, auto_LiRPA's includes the minimum"},
       // Sin / Cos with an extremum inside a hidden interval: distcrown takes the chord's slope
       // with the tightest intercepts, auto_LiRPA chooses between the chord and tangents from its
@@ -141,9 +141,9 @@ const std::vector<Deviation>& deviations() {
       {"cos_mlp_wide", "crown", Relation::kNotLooser, "extremum inside: other lines"},
       // α-CROWN on Sin / Cos: BoundSin's tangent points, initialised and projected as there
       // (src/ops/trig.cpp), so the optimisation follows auto_LiRPA's and the bounds match (within
-      // 1e-6 at the time of writing) except on sin_mlp_medium, where two of auto_LiRPA's lines are
-      // not sound: BoundSin's tables give the tangent at the right end for the grid point at or
-      // below u (2π/1000 grid), so its tangent there (α stays at that end of its range) passes
+      // 2.4e-6 at the time of writing) except on sin_mlp_medium, where two of auto_LiRPA's lines
+      // are not sound: BoundSin's tables give the tangent at the right end for the grid point at
+      // or below u (2π/1000 grid), so its tangent there (α stays at that end of its range) passes
       // above sin on [l, u] by up to 1.75e-3 (lower line of neuron 4) and below it by up to
       // 4.97e-3 (upper line of neuron 5; float64 sampling of the lines BoundSin builds). Ours,
       // at the same slopes, takes the tightest sound intercepts, and ends looser on upper 2 by
