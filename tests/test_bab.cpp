@@ -489,6 +489,41 @@ TEST_F(CheckCandidates, ClampsPointsIntoTheBox) {
   EXPECT_EQ(cex->y, as_vector(net_.graph.forward(row({0.5, -0.25, 0.25}))));
 }
 
+// A joined objective: a domain's value is the smallest of its disjuncts' values (each the
+// largest of its rows' lb − rhs), its open rows those of disjuncts not proved, and a concrete
+// output's margin the smallest disjunct margin.
+TEST(Objective, JoinedValueIsTheWorstDisjunct) {
+  const auto obj = [](const std::vector<double>& c, const std::vector<double>& rhs) {
+    const auto K = int64_t(rhs.size());
+    return bab::Objective{at::tensor(c, at::kDouble).reshape({K, -1}).to(at::kFloat),
+                          at::tensor(rhs, at::kDouble),
+                          {}};
+  };
+  // Disjunct 0: one row (y0 ≤ 0); disjunct 1: two rows (y1 ≤ 1 and y0 + y1 ≤ 0.5).
+  const bab::Objective j = bab::join_disjuncts({obj({1, 0}, {0.0}), obj({0, 1, 1, 1}, {1.0, 0.5})});
+  ASSERT_EQ(j.disjunct_rows, (std::vector<int64_t>{1, 2}));
+  // lower bounds of the three rows for two domains.
+  const at::Tensor lower =
+      at::tensor({0.25, 0.5, 0.25, -1.0, 0.75, 1.0}, at::kFloat).reshape({2, 3});
+  const at::Tensor v = bab::domain_values(j, lower);
+  // Domain 0: min(0.25, max(-0.5, -0.25)) = -0.25; domain 1: min(-1, max(-0.25, 0.5)) = -1.
+  EXPECT_DOUBLE_EQ(v[0].item<double>(), -0.25);
+  EXPECT_DOUBLE_EQ(v[1].item<double>(), -1.0);
+  const at::Tensor open = bab::open_rows(j, lower);
+  EXPECT_TRUE(
+      at::equal(open, at::tensor({0.0, 1.0, 1.0, 1.0, 0.0, 0.0}, at::kFloat).reshape({2, 3})));
+  // y = (0.5, 0.1): no disjunct holds (y0 > 0; y0 + y1 = 0.6 > 0.5); y = (0.5, −0.2):
+  // disjunct 1 holds (−0.2 ≤ 1, 0.3 ≤ 0.5).
+  const at::Tensor y = at::tensor({0.5, 0.1, 0.5, -0.2}, at::kDouble).reshape({2, 2});
+  const at::Tensor m = bab::margins(j, y);
+  EXPECT_GT(m[0].item<double>(), 0);
+  EXPECT_LE(m[1].item<double>(), 0);
+  // One disjunct alone keeps its old meaning: the largest row value.
+  const bab::Objective single = obj({0, 1, 1, 1}, {1.0, 0.5});
+  EXPECT_DOUBLE_EQ(bab::domain_values(single, lower.slice(1, 1, 3))[1].item<double>(), 0.5);
+  EXPECT_TRUE(at::equal(bab::open_rows(single, lower.slice(1, 1, 3)), at::ones({2, 2})));
+}
+
 TEST(FormatResult, SatListsTheCounterexample) {
   bab::VerifyResult r;
   r.verdict = bab::Verdict::kSat;
@@ -731,6 +766,33 @@ TEST(ReluBab, ProvesATruePropertyInRounds) {
   EXPECT_EQ(status(b), "proved") << b.reason;
   EXPECT_GE(b.rounds, 1);
   EXPECT_GE(b.domains_bounded, 3);
+}
+
+// Two disjuncts left open by α-CROWN (y ≤ rhs, and 2y ≤ 2·rhs − 0.01 as its own row), searched
+// joined (one tree, a domain done when both are impossible on it) and each in turn: both unsat,
+// the joined search bounding domains of its own.
+TEST(ReluBab, JoinedDisjunctsAreProvedTogether) {
+  const HardProperty h = hard_property(0.5);
+  ASSERT_LT(h.alpha_lower, h.rhs);
+  const auto p = property_of(h.box, 1, {{{{{1.0}, h.rhs}}}, {{{{2.0}, 2 * h.rhs - 0.01}}}});
+  for (const auto mode : {bab::DisjunctSearch::kJoined, bab::DisjunctSearch::kEach}) {
+    SCOPED_TRACE(std::string(enum_name(mode)));
+    bab::VerifyOptions o;
+    o.timeout_s = 60;
+    o.split = bab::SplitMode::kRelu;
+    o.bab.disjuncts = mode;
+    const bab::VerifyResult r = bab::verify(h.net.graph, p, o);
+    EXPECT_EQ(bab::to_string(r.verdict), "unsat") << r.detail;
+    EXPECT_GE(r.domains_bounded, 3);
+  }
+  // Straight through relu_bab with the joined objective: proved in rounds.
+  const auto objs = objectives(p.cases[0], 1);
+  const bab::Objective joined = bab::join_disjuncts(objs);
+  const bab::Deadline deadline(60);
+  const bab::BabResult b =
+      bab::relu_bab(h.net.graph, p.cases[0], joined, objs, bab::BabOptions{}, deadline);
+  EXPECT_EQ(status(b), "proved") << b.reason;
+  EXPECT_GE(b.rounds, 1);
 }
 
 // ReLU splitting on a network that also has a relaxed node it does not split (a Sigmoid between

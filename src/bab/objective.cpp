@@ -4,6 +4,8 @@
 
 #include <ATen/ATen.h>
 
+#include "distcrown/util/error.hpp"
+
 namespace distcrown::bab {
 
 Objective make_objective(const io::OutputConjunction& d, int64_t num_outputs,
@@ -17,16 +19,59 @@ Objective make_objective(const io::OutputConjunction& d, int64_t num_outputs,
     rhs.push_back(k.rhs);
   }
   return {at::tensor(c, at::kDouble).reshape({K, num_outputs}).to(dtype),
-          at::tensor(rhs, at::kDouble)};
+          at::tensor(rhs, at::kDouble),
+          {}};
 }
 
-at::Tensor domain_values(const Objective& o, const at::Tensor& lower) {
-  if (o.rhs.numel() == 0) {
-    return at::full({lower.size(0)}, -std::numeric_limits<double>::infinity(),
-                    lower.options().dtype(at::kDouble));
+Objective join_disjuncts(const std::vector<Objective>& disjuncts) {
+  if (disjuncts.empty()) throw InvalidArgument("join_disjuncts: no disjunct");
+  Objective j;
+  std::vector<at::Tensor> C;
+  std::vector<at::Tensor> rhs;
+  for (const Objective& d : disjuncts) {
+    if (!d.disjunct_rows.empty()) throw InvalidArgument("join_disjuncts: already joined");
+    C.push_back(d.C);
+    rhs.push_back(d.rhs);
+    j.disjunct_rows.push_back(d.rhs.size(0));
   }
+  j.C = at::cat(C, 0);
+  j.rhs = at::cat(rhs, 0);
+  return j;
+}
+
+namespace {
+
+// Per disjunct, max over its rows of `diff` ([N, K], double); [N, D] (one column when not
+// joined). A disjunct without rows gets −inf.
+at::Tensor per_disjunct_max(const Objective& o, const at::Tensor& diff) {
+  const auto N = diff.size(0);
+  const auto none = [&] {
+    return at::full({N, 1}, -std::numeric_limits<double>::infinity(), diff.options());
+  };
+  if (o.disjunct_rows.empty()) return diff.size(1) == 0 ? none() : diff.amax(1, true);
+  std::vector<at::Tensor> cols;
+  int64_t row = 0;
+  for (const int64_t k : o.disjunct_rows) {
+    cols.push_back(k == 0 ? none() : diff.slice(1, row, row + k).amax(1, true));
+    row += k;
+  }
+  return at::cat(cols, 1);
+}
+
+}  // namespace
+
+at::Tensor domain_values(const Objective& o, const at::Tensor& lower) {
   const at::Tensor l = lower.to(at::kDouble);
-  return (l - o.rhs.to(l.device())).amax(1);
+  return per_disjunct_max(o, l - o.rhs.to(l.device())).amin(1);
+}
+
+at::Tensor open_rows(const Objective& o, const at::Tensor& lower) {
+  if (o.disjunct_rows.empty()) return at::ones_like(lower);
+  const at::Tensor l = lower.to(at::kDouble);
+  const at::Tensor open = per_disjunct_max(o, l - o.rhs.to(l.device())) <= 0;  // [N, D]
+  const at::Tensor rows =
+      at::tensor(o.disjunct_rows, at::TensorOptions().dtype(at::kLong).device(l.device()));
+  return open.repeat_interleave(rows, 1).to(lower.dtype());
 }
 
 at::Tensor margins(const Objective& o, const at::Tensor& y) {
@@ -36,7 +81,8 @@ at::Tensor margins(const Objective& o, const at::Tensor& y) {
   }
   // In double: a counterexample must hold without float32 rounding of the products.
   const at::Tensor yd = y.reshape({N, -1}).to(at::kDouble);
-  return (at::matmul(yd, o.C.to(yd.options()).t()) - o.rhs.to(yd.options())).amax(1);
+  return per_disjunct_max(o, at::matmul(yd, o.C.to(yd.options()).t()) - o.rhs.to(yd.options()))
+      .amin(1);
 }
 
 }  // namespace distcrown::bab

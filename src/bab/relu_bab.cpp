@@ -229,28 +229,83 @@ ReluBab::Bounded ReluBab::bound(std::vector<Domain>& ds, int iterations, bool op
     for (size_t r = refresh_after + 1; r < R; ++r) pre_bounds[r] = engine.bounds(pre_[r]);
     for (const int i : other_pre_) other_bounds.emplace_back(i, engine.bounds(i));
   }
+  // Without --deterministic, domains proved during the optimisation leave it once they are a
+  // fifth of those still in it (α,β-CROWN's pruning in iteration): a large batch then costs
+  // what its open domains cost. `keep` [B'] are the batch positions still optimised; the
+  // working tensors (pre, cut_split, other, cut_box, α, β) hold those rows, and full_alpha /
+  // full_beta every domain's latest α and β. The recorded last pass bounds every domain again.
+  const bool prune = optimise && !o_.deterministic;
+  at::Tensor keep = at::arange(B, at::TensorOptions().dtype(at::kLong).device(box.lower.device()));
+  std::vector<Interval> pre = pre_bounds;
+  std::vector<at::Tensor> cut_split = split;
+  std::vector<std::pair<int, Interval>> other = other_bounds;
+  InputBox cut_box = box;
+  std::vector<at::Tensor> full_alpha(R), full_beta(R);
+  for (size_t r = 0; r < R && prune; ++r) {  // copies: written while alpha/beta still are read
+    full_alpha[r] = alpha[r].detach().clone();
+    full_beta[r] = beta[r].detach().clone();
+  }
+  const auto narrow_to = [&](const at::Tensor& rows) {  // rows: positions within `keep`
+    c10::NoGradGuard no_grad;
+    keep = keep.index_select(0, rows);
+    const auto cut = [&](const Interval& i) {
+      return Interval{i.lower.index_select(0, rows), i.upper.index_select(0, rows)};
+    };
+    for (size_t r = 0; r < R; ++r) {
+      pre[r] = cut(pre[r]);
+      cut_split[r] = cut_split[r].index_select(0, rows);
+      alpha[r] = alpha[r].detach().index_select(1, rows).requires_grad_(true);
+      beta[r] = beta[r].detach().index_select(1, rows).requires_grad_(true);
+      params[r] = alpha[r];
+      params[n_alpha + r] = beta[r];
+    }
+    for (auto& [i, b] : other) b = cut(b);
+    cut_box = {cut_box.lower.index_select(0, rows), cut_box.upper.index_select(0, rows)};
+    adam_alpha.select(1, rows);
+    adam_beta.select(1, rows);
+  };
   at::Tensor best;  // [B, K]
   Bounded out;
   const int passes = std::max(1, optimise ? iterations : 1);
   for (int it = 0; it < passes; ++it) {
     const bool last = it + 1 == passes;
+    if (last && keep.size(0) < B) {
+      // The recorded pass bounds every domain, each with its latest α and β.
+      pre = pre_bounds;
+      cut_split = split;
+      other = other_bounds;
+      cut_box = box;
+      for (size_t r = 0; r < R; ++r) {
+        full_alpha[r].index_copy_(1, keep, alpha[r].detach());
+        full_beta[r].index_copy_(1, keep, beta[r].detach());
+        alpha[r] = full_alpha[r];
+        beta[r] = full_beta[r];
+      }
+      keep = at::arange(B, keep.options());
+    }
     c10::AutoGradMode grad(optimise && !last);
-    CrownEngine engine(g_, box, bo_);
-    for (size_t r = 0; r < R; ++r) engine.set_bounds(pre_[r], pre_bounds[r]);
-    for (const auto& [i, b] : other_bounds) engine.set_bounds(i, b);
+    CrownEngine engine(g_, cut_box, bo_);
+    for (size_t r = 0; r < R; ++r) engine.set_bounds(pre_[r], pre[r]);
+    for (const auto& [i, b] : other) engine.set_bounds(i, b);
     hook.alpha = alpha;
     hook.beta_signed.clear();
-    for (size_t r = 0; r < R; ++r) hook.beta_signed.push_back(beta[r] * split[r]);
+    for (size_t r = 0; r < R; ++r) hook.beta_signed.push_back(beta[r] * cut_split[r]);
     hook.record = last;
     engine.set_hook(&hook);
-    const at::Tensor lb = engine.output_bounds(obj_.C, true, false).lower;  // [B, K]
-    best = best.defined() ? at::maximum(best, lb.detach()) : lb.detach();
+    const at::Tensor lb = engine.output_bounds(obj_.C, true, false).lower;  // [B', K]
+    if (!best.defined()) {
+      best = lb.detach().clone();
+    } else {
+      best.index_copy_(0, keep, at::maximum(best.index_select(0, keep), lb.detach()));
+    }
     if (last) {
       out.recorded = true;
       break;
     }
     if (deadline_.expired()) break;
-    if (!o_.deterministic && (domain_values(obj_, best) > 0).all().item<bool>()) break;
+    const at::Tensor open = domain_values(obj_, best.index_select(0, keep)) <= 0;  // [B']
+    const int64_t n_open = open.sum().item<int64_t>();
+    if (!o_.deterministic && n_open == 0) break;
     (-lb.sum()).backward();
     const std::vector<at::Tensor> a(params.begin(), params.begin() + long(n_alpha));
     const std::vector<at::Tensor> b(params.begin() + long(n_alpha), params.end());
@@ -261,19 +316,37 @@ ReluBab::Bounded ReluBab::bound(std::vector<Domain>& ds, int iterations, bool op
       alpha[r].clamp_(0.0, 1.0);
       beta[r].clamp_min_(0.0);
     }
+    if (prune && double(keep.size(0) - n_open) >= 0.2 * double(keep.size(0))) {
+      for (size_t r = 0; r < R; ++r) {
+        full_alpha[r].index_copy_(1, keep, alpha[r].detach());
+        full_beta[r].index_copy_(1, keep, beta[r].detach());
+      }
+      narrow_to(open.nonzero().squeeze(1).to(keep.device()));
+    }
+  }
+  if (keep.size(0) < B) {  // left the loop early: every domain keeps its latest α and β
+    for (size_t r = 0; r < R; ++r) {
+      full_alpha[r].index_copy_(1, keep, alpha[r].detach());
+      full_beta[r].index_copy_(1, keep, beta[r].detach());
+      alpha[r] = full_alpha[r];
+      beta[r] = full_beta[r];
+    }
   }
   bounded_ += B;
   out.lower = best;
   out.values = domain_values(obj_, best);  // [B]
   const auto values = out.values.to(at::kDouble).contiguous();
   // Scores: each free unstable neuron's relaxation gap weighted by its A coefficient (summed
-  // over the spec rows): positive A takes the lower line α·z (gap max((1−α)u, −αl)), negative
-  // A the chord (gap −u·l/(u−l)).
+  // over the spec rows that still matter: joined disjuncts drop those proved on the domain):
+  // positive A takes the lower line α·z (gap max((1−α)u, −αl)), negative A the chord (gap
+  // −u·l/(u−l)).
+  const at::Tensor row_weight = open_rows(obj_, best).t().reshape({K_, B, 1});  // [K, B, 1]
   std::vector<at::Tensor> scores;
   for (size_t r = 0; r < R && out.recorded; ++r) {
-    const at::Tensor A = hook.relu_A[r].defined()
-                             ? hook.relu_A[r].slice(0, 0, K_).sum(0).reshape({B, -1})
-                             : at::zeros({B, pre_bounds[r].lower[0].numel()}, best.options());
+    const at::Tensor A =
+        hook.relu_A[r].defined()
+            ? (hook.relu_A[r].slice(0, 0, K_).reshape({K_, B, -1}) * row_weight).sum(0)
+            : at::zeros({B, pre_bounds[r].lower[0].numel()}, best.options());
     const at::Tensor l = pre_bounds[r].lower.reshape({B, -1});
     const at::Tensor u = pre_bounds[r].upper.reshape({B, -1});
     const at::Tensor al = alpha[r].detach().mean(0).reshape({B, -1});
@@ -711,7 +784,7 @@ at::Tensor split_domain_lower_bound(const BoundGraph& g, const InputBox& box, co
   io::VnnlibCase c;
   c.input_lower = to_doubles(box.lower);
   c.input_upper = to_doubles(box.upper);
-  const Objective obj{C.to(g.dtype()), at::zeros({C.size(0)}, at::kDouble)};
+  const Objective obj{C.to(g.dtype()), at::zeros({C.size(0)}, at::kDouble), {}};
   const std::vector<Objective> none;
   const Deadline no_deadline(0);
   ReluBab bab(g, c, obj, none, options, no_deadline, bound_options);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <sstream>
 
 #include <ATen/ATen.h>
@@ -104,9 +105,33 @@ VerifyResult decide(const BoundGraph& g, const io::VnnlibProperty& property,
         row += k;
       }
     }
-    // 3. Branch and bound on each open disjunct.
+    // 3. Branch and bound on the open disjuncts: ReLU splitting over all of them at once
+    // (joined) or one search per disjunct.
+    std::vector<Objective> search_obj;
+    std::vector<RootStart> search_start;
+    std::vector<size_t> open;
     for (size_t d = 0; d < objs.size(); ++d) {
-      if (proved[d]) continue;
+      if (!proved[d]) open.push_back(d);
+    }
+    if (!input_split && options.bab.disjuncts == DisjunctSearch::kJoined && open.size() > 1) {
+      std::vector<Objective> joined;
+      RootStart s;
+      s.intermediate = starts[open.front()].intermediate;
+      std::map<int, std::vector<at::Tensor>> alpha_rows;
+      for (const size_t d : open) {
+        joined.push_back(objs[d]);
+        for (const auto& [node, a] : starts[d].output_alpha) alpha_rows[node].push_back(a);
+      }
+      for (auto& [node, rows] : alpha_rows) s.output_alpha[node] = at::cat(rows, 0);
+      search_obj.push_back(join_disjuncts(joined));
+      search_start.push_back(std::move(s));
+    } else {
+      for (const size_t d : open) {
+        search_obj.push_back(objs[d]);
+        search_start.push_back(std::move(starts[d]));
+      }
+    }
+    for (size_t d = 0; d < search_obj.size(); ++d) {
       if (deadline.expired())
         return finish(Verdict::kTimeout, "timeout before every disjunct was proved");
       BabResult b;
@@ -118,9 +143,10 @@ VerifyResult decide(const BoundGraph& g, const io::VnnlibProperty& property,
       BoundOptions bound = o.bound;
       bound.checkpoint.deadline = group_deadline;
       if (input_split) {
-        b = input_bab(g, c, objs[d], objs, bo, group_deadline, bound);
+        b = input_bab(g, c, search_obj[d], objs, bo, group_deadline, bound);
       } else {
-        b = relu_bab(g, c, objs[d], objs, bo, group_deadline, bound, nullptr, &starts[d]);
+        b = relu_bab(g, c, search_obj[d], objs, bo, group_deadline, bound, nullptr,
+                     &search_start[d]);
       }
       r.bab_seconds += deadline.elapsed() - bab_start;
       r.domains_bounded += b.domains_bounded;

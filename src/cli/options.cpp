@@ -176,6 +176,10 @@ const std::vector<OptionSpec>& table() {
        "intermediate bounds below the root of a ReLU-splitting branch and bound: fixed (the "
        "root's, split neurons clamped) or refresh (CROWN over the layers after each split)",
        field([](RunOptions & r) -> auto& { return r.verify.bab.intermediate; })},
+      {"bab-disjuncts", Applies::kVerify,
+       "ReLU splitting over the disjuncts alpha-CROWN leaves open: joined (one search, a domain "
+       "done when all are impossible on it) or each (one search per disjunct)",
+       field([](RunOptions & r) -> auto& { return r.verify.bab.disjuncts; })},
       {"branching", Applies::kVerify, "ReLU branching heuristic",
        field([](RunOptions & r) -> auto& { return r.verify.bab.branching; })},
       {"split", Applies::kVerify,

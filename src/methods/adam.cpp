@@ -31,4 +31,12 @@ void Adam::step(const std::vector<at::Tensor>& params) {
   }
 }
 
+void Adam::select(int64_t dim, const at::Tensor& index) {
+  for (auto* moments : {&m_, &v_}) {
+    for (at::Tensor& t : *moments) {
+      if (t.defined()) t = t.index_select(dim, index);
+    }
+  }
+}
+
 }  // namespace distcrown

@@ -138,8 +138,9 @@ AlphaResult alpha_crown(const BoundGraph& g, const InputBox& box, const at::Tens
                        spec_comm ? spec_comm->size() : 1);
     slopes.initialise_from(crown_bounds);
     Adam adam(alpha.lr);
-    at::Tensor best;   // [batch, spec], elementwise best over the iterations
-    at::Tensor saved;  // [batch]: summed bound of the iteration the reference was last saved at
+    at::Tensor best;      // [batch, spec], auto_LiRPA's best: moves on improving iterations only
+    at::Tensor tightest;  // [batch, spec], elementwise best over every iteration: the result
+    at::Tensor saved;     // [batch]: summed bound of the iteration the reference was last saved at
     int stale = 0;
     for (int it = 0; it < alpha.iterations; ++it) {
       options.checkpoint();  // may throw DeadlineReached
@@ -163,6 +164,10 @@ AlphaResult alpha_crown(const BoundGraph& g, const InputBox& box, const at::Tens
         const Interval now = detached(engine.bounds(i));
         slot = slot ? tighter(*slot, now) : now;
       }
+      // Every iteration's bounds are sound: the result keeps the tightest of each, while `best`
+      // (auto_LiRPA's) decides improvement and so the early stop.
+      tightest =
+          it == 0 ? bd : (lower_side ? at::maximum(tightest, bd) : at::minimum(tightest, bd));
       bool improved = true;
       if (it == 0) {
         best = bd;
@@ -219,7 +224,7 @@ AlphaResult alpha_crown(const BoundGraph& g, const InputBox& box, const at::Tens
       adam.decay(alpha.lr_decay);
     }
     result.alpha_bytes = std::max(result.alpha_bytes, slopes.bytes());
-    (lower_side ? result.bounds.lower : result.bounds.upper) = best;
+    (lower_side ? result.bounds.lower : result.bounds.upper) = tightest;
   }
   return result;
 }

@@ -53,6 +53,16 @@ constexpr auto enum_table(BabIntermediate) {
   return std::array{P{BabIntermediate::kFixed, "fixed"}, P{BabIntermediate::kRefresh, "refresh"}};
 }
 
+/// How ReLU splitting searches a case whose disjuncts α-CROWN leaves open: one search over all of
+/// them (a domain is done when every one is impossible on it; the splits serve every disjunct,
+/// and a pass bounds all their rows at once), or one search per disjunct, one after another.
+enum class DisjunctSearch { kJoined, kEach };
+
+constexpr auto enum_table(DisjunctSearch) {
+  using P = std::pair<DisjunctSearch, std::string_view>;
+  return std::array{P{DisjunctSearch::kJoined, "joined"}, P{DisjunctSearch::kEach, "each"}};
+}
+
 struct BabOptions {
   /// Domains taken from the queue per round; their 2·batch children are bounded in one call.
   int64_t batch = 64;
@@ -60,6 +70,7 @@ struct BabOptions {
   int fsb_candidates = 3;  // FSB: best-scored neurons per domain whose splits are tried
   int iterations = 20;     // α/β optimisation steps per round (ReLU splitting)
   BabIntermediate intermediate = BabIntermediate::kFixed;
+  DisjunctSearch disjuncts = DisjunctSearch::kEach;  // ReLU splitting only
   double lr_alpha = 0.1;
   double lr_beta = 0.05;
   int root_iterations = 20;  // α-CROWN at the root

@@ -2,7 +2,9 @@
 // What branch and bound proves, in tensor form. One VNNLIB disjunct (a conjunction of K output
 // constraints c_k·y ≤ rhs_k describing UNSAFE outputs) is impossible on a domain when some
 // constraint is violated everywhere on it: max_k (lb(c_k·y) − rhs_k) > 0. That maximum is the
-// domain's value; a domain is proved when its value is > 0.
+// domain's value; a domain is proved when its value is > 0. Several disjuncts may share one
+// search (join_disjuncts): a domain is then proved when every one of them is impossible on it,
+// and its value is the smallest of their values.
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -14,18 +16,29 @@ namespace distcrown::bab {
 struct Objective {
   at::Tensor C;    // [K, n_out] rows of the conjunction, in the graph's dtype
   at::Tensor rhs;  // [K], double: thresholds are compared exactly as written, never rounded
+  /// Rows per disjunct, in order, when the objective joins several (they sum to K); empty: one
+  /// conjunction of all K rows.
+  std::vector<int64_t> disjunct_rows;
 };
 
 /// The disjunct as an Objective with C in `dtype`. A disjunct without constraints (every output
 /// unsafe) has K = 0: nothing can prove it.
 Objective make_objective(const io::OutputConjunction& d, int64_t num_outputs, at::ScalarType dtype);
 
+/// The disjuncts as one objective: their rows one after the other, `disjunct_rows` their counts.
+Objective join_disjuncts(const std::vector<Objective>& disjuncts);
+
 /// Domain values from lower bounds of C·y ([batch, K]): max_k (lb_k − rhs_k) in double, [batch].
-/// −inf when K = 0.
+/// −inf when K = 0. Joined: the smallest of the disjuncts' values.
 at::Tensor domain_values(const Objective& o, const at::Tensor& lower);
 
+/// Which rows still matter per domain ([batch, K] of 0/1 in lower's dtype): joined, the rows of
+/// the disjuncts not yet proved on the domain; otherwise every row.
+at::Tensor open_rows(const Objective& o, const at::Tensor& lower);
+
 /// Violation margins at concrete outputs y [N, n_out]: max_k (c_k·y − rhs_k), [N]; the disjunct
-/// holds (a counterexample) where the margin is <= 0.
+/// holds (a counterexample) where the margin is <= 0. Joined: the smallest disjunct margin (some
+/// disjunct holds).
 at::Tensor margins(const Objective& o, const at::Tensor& y);
 
 }  // namespace distcrown::bab

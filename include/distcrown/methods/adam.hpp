@@ -17,6 +17,11 @@ class Adam {
   /// gradients.
   void step(const std::vector<at::Tensor>& params);
 
+  /// Keeps only the entries `index` (long) along `dim` of every parameter's moments, for a
+  /// caller that narrows its parameters the same way (branch and bound dropping the domains
+  /// already proved from an optimisation in progress).
+  void select(int64_t dim, const at::Tensor& index);
+
   void decay(double factor) { lr_ *= factor; }
   [[nodiscard]] double lr() const { return lr_; }
 
