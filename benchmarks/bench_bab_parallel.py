@@ -21,11 +21,19 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_LAYOUTS = ["1,1,none", "2,2,none", "2,1,fsdp", "4,4,none", "4,2,fsdp"]
+DEFAULT_LAYOUTS = ["1,1,none", "2,2,none", "2,1,fsdp", "2,1,fsdp,spec", "4,4,none", "4,2,fsdp"]
+
+
+def parse_layout(layout):
+    """P,G,shard[,spec]: spec adds --spec-parallel (the group's ranks share each batch)."""
+    parts = layout.split(",")
+    if len(parts) not in (3, 4) or (len(parts) == 4 and parts[3] != "spec"):
+        raise SystemExit(f"bad layout {layout!r}: P,G,shard[,spec]")
+    return parts[0], parts[1], parts[2], len(parts) == 4
 
 
 def run(args, layout, repeat):
-    ranks, groups, shard = layout.split(",")
+    ranks, groups, shard, spec = parse_layout(layout)
     reports = []
     for _ in range(repeat):
         with tempfile.TemporaryDirectory() as tmp:
@@ -33,7 +41,7 @@ def run(args, layout, repeat):
             cmd = [args.binary, "verify", "--model", args.model, "--vnnlib", args.spec,
                    "--deterministic", "--max-rounds", str(args.rounds), "--bab-batch-size",
                    str(args.batch), "--timeout", "0", "--quiet", "--domain-groups", groups,
-                   "--shard", shard, "--report", report]
+                   "--shard", shard, "--report", report] + (["--spec-parallel"] if spec else [])
             if ranks != "1":
                 cmd = ["mpirun", "--oversubscribe", "-np", ranks] + cmd
             env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
@@ -53,12 +61,12 @@ def main():
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--repeat", type=int, default=1, help="runs per layout (medians reported)")
-    ap.add_argument("--layouts", nargs="+", default=DEFAULT_LAYOUTS, help="P,G,shard ...")
+    ap.add_argument("--layouts", nargs="+", default=DEFAULT_LAYOUTS, help="P,G,shard[,spec] ...")
     args = ap.parse_args()
 
     print(f"model {os.path.basename(args.model)}, spec {os.path.basename(args.spec)}, "
           f"{args.rounds} rounds per disjunct, batch {args.batch}, --deterministic")
-    print(f"{'P':>2} {'G':>2} {'shard':>5} {'result':>8} {'domains':>8} {'bab s':>7} "
+    print(f"{'P':>2} {'G':>2} {'shard':>10} {'result':>8} {'domains':>8} {'bab s':>7} "
           f"{'dom/s':>8} {'vs 1,1':>7} {'moved':>6} {'RSS MB':>7} {'tensor MB':>9}")
     base = None
     first = None
@@ -72,10 +80,11 @@ def main():
         first = first or r
         if (r["result"], r["domains_bounded"]) != (first["result"], first["domains_bounded"]):
             ok = False
-        ranks, groups, shard = layout.split(",")
+        ranks, groups, shard, spec = parse_layout(layout)
+        shard = shard + "+spec" if spec else shard
         peak = max(x["memory"]["peak_bytes"] for x in reps) / 1e6
         tensors = max(x["memory"]["peak_tensor_bytes"] for x in reps) / 1e6
-        print(f"{ranks:>2} {groups:>2} {shard:>5} {r['result']:>8} {r['domains_bounded']:>8} "
+        print(f"{ranks:>2} {groups:>2} {shard:>10} {r['result']:>8} {r['domains_bounded']:>8} "
               f"{seconds:>7.2f} {rate:>8.1f} {rate / base:>6.2f}x {r['domains_moved']:>6} "
               f"{peak:>7.0f} {tensors:>9.1f}")
     if not ok:

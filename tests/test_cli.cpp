@@ -315,8 +315,8 @@ TEST_F(Cli, OptionOfTheOtherCommandIsAnError) {
   expect_one_error_line(run("bounds --bab-batch-size 8"), {"--bab-batch-size", "verify only"});
   const fs::path result = dir_ / "result.txt";
   expect_one_error_line(run("bounds --domain-groups 2"), {"--domain-groups", "verify only"});
-  expect_one_error_line(run("verify --spec-parallel --result " + quote(result)),
-                        {"--spec-parallel applies to bounds only"});
+  expect_one_error_line(run("verify --method crown --result " + quote(result)),
+                        {"--method applies to bounds only"});
   EXPECT_EQ(testing::read_file(result), "error\n");
 }
 

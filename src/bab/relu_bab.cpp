@@ -112,6 +112,16 @@ class ReluBab {
     std::erase_if(other_pre_,
                   [&](int p) { return std::find(pre_.begin(), pre_.end(), p) != pre_.end(); });
     K_ = obj.rhs.size(0);
+    if (o.spec_parallel && o.world.group && o.world.group->size() > 1) {
+      // Refreshed intermediate bounds bound each domain's own unstable neurons: the ranks'
+      // shares would run different passes, which FSDP's gathers inside them cannot allow.
+      if (o.intermediate == BabIntermediate::kRefresh) {
+        throw InvalidArgument(
+            "spec-parallel branch and bound keeps the intermediate bounds fixed: "
+            "--bab-intermediate refresh cannot be combined with --spec-parallel");
+      }
+      share_ = o.world.group;
+    }
   }
 
   /// Branch and bound until decided, out of rounds, or past the deadline (kTimeout, also when
@@ -124,7 +134,11 @@ class ReluBab {
     at::Tensor input_A;  // [K, B, *input_shape] or undefined
     bool recorded = false;
   };
+  /// Bounds the batch `ds` (the same on every rank of the group): alone, or under spec-parallel
+  /// each rank its share (bound_here), the results gathered so that every rank ends with every
+  /// domain's value, α, β and scores, and the batch's input A.
   Bounded bound(std::vector<Domain>& ds, int iterations, bool optimise);
+  Bounded bound_here(std::vector<Domain>& ds, int iterations, bool optimise);
   /// The root with CROWN intermediate bounds (no α optimisation) and the given splits applied.
   Domain crown_root_with(const std::vector<NeuronSplit>& splits);
 
@@ -156,6 +170,10 @@ class ReluBab {
   /// units), after a round planned with `last_batch`; sets mine.memory_full (with the live
   /// bytes and the limit) when not even one domain fits, or, deterministic, the fixed batch.
   void cap_batch(RoundReport& mine, int64_t last_batch, int64_t queued) const;
+  /// Spec-parallel: `t` holds this rank's `per` positions of a batch along `dim`; returns every
+  /// rank's, in rank order, cut to the batch's first `B`.
+  [[nodiscard]] at::Tensor gather_shares(const at::Tensor& t, int64_t dim, int64_t B) const;
+  collective::CommPtr share_;  // the group's ranks that split each batch; null: none
   std::vector<int> relus_, pre_;
   std::vector<int> other_pre_;  // inputs of relaxed nodes that are not split (MaxPool, Sigmoid)
   std::map<int, size_t> relu_index_;
@@ -185,7 +203,59 @@ size_t earliest_split(const std::vector<at::Tensor>& split) {
   return split.size();
 }
 
+at::Tensor ReluBab::gather_shares(const at::Tensor& t, int64_t dim, int64_t B) const {
+  const at::Tensor in = t.detach().movedim(dim, 0).contiguous();  // [per, ...]
+  std::vector<int64_t> shape(in.sizes().begin(), in.sizes().end());
+  shape[0] *= share_->size();
+  at::Tensor all = at::empty(shape, in.options());  // [P·per, ...], rank r's at r·per
+  share_->all_gather(in, all);
+  return all.narrow(0, 0, B).movedim(0, dim);
+}
+
 ReluBab::Bounded ReluBab::bound(std::vector<Domain>& ds, int iterations, bool optimise) {
+  if (!share_) return bound_here(ds, iterations, optimise);
+  const auto B = int64_t(ds.size());
+  const int64_t per = (B + share_->size() - 1) / share_->size();
+  // This rank's share: positions [rank·per, rank·per + per), past the batch's end repeating its
+  // last domain, so that every rank bounds `per` domains in the same passes (FSDP gathers the
+  // weights inside them) and the shares gather as equal blocks.
+  std::vector<Domain> part;
+  for (int64_t j = 0; j < per; ++j) {
+    part.push_back(ds[size_t(std::min(B - 1, share_->rank() * per + j))]);
+  }
+  const int64_t counted = bounded_;
+  const Bounded mine = bound_here(part, iterations, optimise);
+  bounded_ = counted + B;
+  Bounded out;
+  out.recorded = mine.recorded;
+  out.lower = gather_shares(mine.lower, 0, B);  // [B, K]
+  out.values = domain_values(obj_, out.lower);
+  if (mine.input_A.defined()) out.input_A = gather_shares(mine.input_A, 1, B);
+  const auto values = out.values.to(at::kDouble).contiguous();
+  std::vector<at::Tensor> alpha, beta;
+  for (size_t r = 0; r < relus_.size(); ++r) {
+    alpha.push_back(gather_shares(cat_dim(part, &Domain::alpha, r, 1), 1, B));
+    beta.push_back(gather_shares(cat_dim(part, &Domain::beta, r, 1), 1, B));
+  }
+  at::Tensor scores;
+  if (part.front().score.defined()) {
+    std::vector<at::Tensor> rows;
+    for (const Domain& d : part) rows.push_back(d.score);
+    scores = gather_shares(at::stack(rows), 0, B);  // [B, N_all]
+  }
+  for (int64_t b = 0; b < B; ++b) {  // as bound_here() writes its own domains
+    Domain& d = ds[size_t(b)];
+    d.value = optimise ? std::max(values[b].item<double>(), d.floor) : values[b].item<double>();
+    for (size_t r = 0; r < relus_.size(); ++r) {
+      d.alpha[r] = alpha[r].narrow(1, b, 1).clone();
+      d.beta[r] = beta[r].narrow(1, b, 1).clone();
+    }
+    if (scores.defined()) d.score = scores[b].clone();
+  }
+  return out;
+}
+
+ReluBab::Bounded ReluBab::bound_here(std::vector<Domain>& ds, int iterations, bool optimise) {
   const auto B = int64_t(ds.size());
   const size_t R = relus_.size();
   std::vector<Interval> pre_bounds(R);
@@ -305,7 +375,13 @@ ReluBab::Bounded ReluBab::bound(std::vector<Domain>& ds, int iterations, bool op
     if (deadline_.expired()) break;
     const at::Tensor open = domain_values(obj_, best.index_select(0, keep)) <= 0;  // [B']
     const int64_t n_open = open.sum().item<int64_t>();
-    if (!o_.deterministic && n_open == 0) break;
+    int64_t open_in_group = n_open;
+    if (share_) {  // the shares leave the optimisation together (their passes stay in step)
+      at::Tensor count = open.sum().reshape({1});
+      share_->all_reduce(count, collective::ReduceOp::kSum);
+      open_in_group = count.item<int64_t>();
+    }
+    if (!o_.deterministic && open_in_group == 0) break;
     (-lb.sum()).backward();
     const std::vector<at::Tensor> a(params.begin(), params.begin() + long(n_alpha));
     const std::vector<at::Tensor> b(params.begin() + long(n_alpha), params.end());
@@ -316,7 +392,9 @@ ReluBab::Bounded ReluBab::bound(std::vector<Domain>& ds, int iterations, bool op
       alpha[r].clamp_(0.0, 1.0);
       beta[r].clamp_min_(0.0);
     }
-    if (prune && double(keep.size(0) - n_open) >= 0.2 * double(keep.size(0))) {
+    // n_open > 0: a spec-parallel share whose domains are all proved keeps them while the
+    // group's others are open (a pass needs a domain; its steps stay in step with the group's).
+    if (prune && n_open > 0 && double(keep.size(0) - n_open) >= 0.2 * double(keep.size(0))) {
       for (size_t r = 0; r < R; ++r) {
         full_alpha[r].index_copy_(1, keep, alpha[r].detach());
         full_beta[r].index_copy_(1, keep, beta[r].detach());

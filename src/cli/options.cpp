@@ -161,7 +161,9 @@ const std::vector<OptionSpec>& table() {
        "(tensor parallel, IBP inside zones) or tp-exact (tensor parallel, CROWN inside zones; "
        "bounds only)",
        field([](RunOptions & r) -> auto& { return r.shard; })},
-      {"spec-parallel", Applies::kBounds, "split the rows of every backward pass across the ranks",
+      {"spec-parallel", Applies::kBoth,
+       "split the rows of every backward pass across the ranks (verify: the domains of each "
+       "ReLU-splitting batch across the ranks of a domain group)",
        field([](RunOptions & r) -> auto& { return r.spec_parallel; })},
       {"backend", Applies::kBoth, "auto (MPI under mpirun, NCCL with --device cuda)",
        field([](RunOptions & r) -> auto& { return r.backend; })},

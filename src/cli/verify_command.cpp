@@ -167,6 +167,7 @@ nlohmann::json run_facts(const RunOptions& a, collective::Communicator& world,
   j["world_size"] = world.size();
   j["groups"] = a.domain_groups;
   j["shard"] = std::string(enum_name(a.shard));
+  j["spec_parallel"] = a.spec_parallel;
   j["domains_bounded"] = r.domains_bounded;
   j["domains_per_group"] = r.domains_per_group.empty()
                                ? std::vector<int64_t>(size_t(a.domain_groups), 0)
@@ -300,14 +301,32 @@ int run_verify(const RunOptions& a) {
           "is not built yet; use --shard fsdp or none");
     }
     loaded.emplace(load_problem_input(a.model, a.vnnlib));
+    const bool input_split = o.split == bab::SplitMode::kInput ||
+                             (o.split == bab::SplitMode::kAuto &&
+                              loaded->problem.graph.input_numel() <= o.input_split_max_inputs);
+    if (a.spec_parallel && input_split && world->size() > a.domain_groups) {
+      throw UnsupportedError(
+          "verify --spec-parallel shares ReLU splitting's batches between the ranks of a group; "
+          "input splitting (networks with at most " +
+          std::to_string(o.input_split_max_inputs) +
+          " inputs, or --split input) is shared by --domain-groups only");
+    }
+    if (a.spec_parallel && o.bab.intermediate == bab::BabIntermediate::kRefresh &&
+        world->size() > a.domain_groups) {
+      throw UnsupportedError(
+          "verify --spec-parallel keeps branch and bound's intermediate bounds fixed: "
+          "--bab-intermediate refresh bounds each domain's own unstable neurons, which would "
+          "give the ranks' shares different passes");
+    }
   });
   collective::check_same_inputs(
-      *world, collective::fingerprint(loaded->model_bytes) +
-                  collective::fingerprint(loaded->property_text) +
-                  collective::fingerprint(
-                      std::string(enum_name(a.shard)) + "|" + std::to_string(a.domain_groups) +
-                      "|" + std::string(enum_name(a.dtype)) + "|" + std::to_string(o.bab.batch) +
-                      "|" + std::to_string(o.bab.deterministic)));
+      *world,
+      collective::fingerprint(loaded->model_bytes) +
+          collective::fingerprint(loaded->property_text) +
+          collective::fingerprint(
+              std::string(enum_name(a.shard)) + "|" + std::to_string(a.domain_groups) + "|" +
+              std::string(enum_name(a.dtype)) + "|" + std::to_string(o.bab.batch) + "|" +
+              std::to_string(o.bab.deterministic) + "|" + std::to_string(a.spec_parallel)));
   ProblemInput& in = *loaded;
   const int group_size = world->size() / a.domain_groups;
   // One group is the world; a group of one rank needs no communication (and NCCL cannot split).
@@ -317,6 +336,7 @@ int run_verify(const RunOptions& a) {
                             : world->split(world->rank() / group_size);
   }
   o.bab.world = {world, group, a.domain_groups};
+  o.bab.spec_parallel = a.spec_parallel;
   // --iterations and --lr are α-CROWN's, here the root's.
   o.bab.root_iterations = a.alpha.iterations;
   o.bab.root_lr = a.alpha.lr;

@@ -87,6 +87,11 @@ struct BabOptions {
   /// installed (an explicit limit is refused otherwise: nothing would enforce it).
   int64_t memory_limit_bytes = 0;
   int attack_every = 5;  // rounds between attacks from the worst domains (0 = never)
+  /// Spec-parallel ReLU splitting: the ranks of a domain group (world.group) split every batch
+  /// of domains between them, each bounding a contiguous share, and gather the results, so that
+  /// every rank of the group still holds the same queue. A pass's A matrices, α, β and autograd
+  /// state per rank are then a share of the batch's. Not with BabIntermediate::kRefresh.
+  bool spec_parallel = false;
   AttackOptions attack;
   bool progress = false;  // stderr, at most once a second
   /// Where the progress lines go when the caller keeps one Progress across phases (verify);
