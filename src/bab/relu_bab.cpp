@@ -315,6 +315,18 @@ ReluBab::Bounded ReluBab::bound_here(std::vector<Domain>& ds, int iterations, bo
     full_alpha[r] = alpha[r].detach().clone();
     full_beta[r] = beta[r].detach().clone();
   }
+  // Writes the optimised rows' α and β back into every domain's; `widen`: the working α and β
+  // become the full ones again (every domain bounded from here on).
+  const auto write_back = [&](bool widen) {
+    for (size_t r = 0; r < R; ++r) {
+      full_alpha[r].index_copy_(1, keep, alpha[r].detach());
+      full_beta[r].index_copy_(1, keep, beta[r].detach());
+      if (widen) {
+        alpha[r] = full_alpha[r];
+        beta[r] = full_beta[r];
+      }
+    }
+  };
   const auto narrow_to = [&](const at::Tensor& rows) {  // rows: positions within `keep`
     c10::NoGradGuard no_grad;
     keep = keep.index_select(0, rows);
@@ -345,12 +357,7 @@ ReluBab::Bounded ReluBab::bound_here(std::vector<Domain>& ds, int iterations, bo
       cut_split = split;
       other = other_bounds;
       cut_box = box;
-      for (size_t r = 0; r < R; ++r) {
-        full_alpha[r].index_copy_(1, keep, alpha[r].detach());
-        full_beta[r].index_copy_(1, keep, beta[r].detach());
-        alpha[r] = full_alpha[r];
-        beta[r] = full_beta[r];
-      }
+      write_back(true);
       keep = at::arange(B, keep.options());
     }
     c10::AutoGradMode grad(optimise && !last);
@@ -395,21 +402,11 @@ ReluBab::Bounded ReluBab::bound_here(std::vector<Domain>& ds, int iterations, bo
     // n_open > 0: a spec-parallel share whose domains are all proved keeps them while the
     // group's others are open (a pass needs a domain; its steps stay in step with the group's).
     if (prune && n_open > 0 && double(keep.size(0) - n_open) >= 0.2 * double(keep.size(0))) {
-      for (size_t r = 0; r < R; ++r) {
-        full_alpha[r].index_copy_(1, keep, alpha[r].detach());
-        full_beta[r].index_copy_(1, keep, beta[r].detach());
-      }
+      write_back(false);
       narrow_to(open.nonzero().squeeze(1).to(keep.device()));
     }
   }
-  if (keep.size(0) < B) {  // left the loop early: every domain keeps its latest α and β
-    for (size_t r = 0; r < R; ++r) {
-      full_alpha[r].index_copy_(1, keep, alpha[r].detach());
-      full_beta[r].index_copy_(1, keep, beta[r].detach());
-      alpha[r] = full_alpha[r];
-      beta[r] = full_beta[r];
-    }
-  }
+  if (keep.size(0) < B) write_back(true);  // left the loop early: each domain's latest α, β
   bounded_ += B;
   out.lower = best;
   out.values = domain_values(obj_, best);  // [B]

@@ -278,36 +278,32 @@ class BoundTrig final : public BoundNode {
   }
 
   // BoundSin's tables (get_lower_left_bound and the others, 20 bisections) at w: the tangent
-  // point in BoundSin's folded coordinate and the cycles it is shifted by.
-  [[nodiscard]] static std::pair<at::Tensor, at::Tensor> lower_left(const at::Tensor& xl) {
-    const at::Tensor cycles = at::floor((xl + kPi / 2) / kTwoPi) * kTwoPi;
+  // point in BoundSin's folded coordinate and the cycles it is shifted by. The lower table
+  // searches [π, 1.5π], the upper [2π, 2.5π]; a tangent above the sine at w moves the lower
+  // search left and the upper one right.
+  [[nodiscard]] static std::pair<at::Tensor, at::Tensor> left_table(const at::Tensor& xl,
+                                                                    bool lower) {
+    const double start = lower ? kPi : kTwoPi;
+    const at::Tensor cycles = at::floor((xl + (lower ? kPi : -kPi) / 2) / kTwoPi) * kTwoPi;
     const at::Tensor x = xl - cycles;
-    at::Tensor left = at::full_like(x, kPi);
-    at::Tensor right = at::full_like(x, 1.5 * kPi);
+    at::Tensor left = at::full_like(x, start);
+    at::Tensor right = at::full_like(x, start + kPi / 2);
     at::Tensor last_right = right;
     for (int i = 0; i < kTableBisections; ++i) {
       const at::Tensor mid = (left + right) / 2;
       const at::Tensor up = at::sin(x) - (at::cos(mid) * (x - mid) + at::sin(mid)) > 0;
-      right = at::where(up, mid, right);
-      last_right = at::where(up, mid, last_right);
-      left = at::where(up, left, mid);
+      const at::Tensor go_left = lower ? up : at::logical_not(up);
+      right = at::where(go_left, mid, right);
+      last_right = at::where(go_left, mid, last_right);
+      left = at::where(go_left, left, mid);
     }
-    return {at::where(x >= kPi, x, last_right), cycles};
+    return {at::where(x >= start, x, last_right), cycles};
+  }
+  [[nodiscard]] static std::pair<at::Tensor, at::Tensor> lower_left(const at::Tensor& xl) {
+    return left_table(xl, true);
   }
   [[nodiscard]] static std::pair<at::Tensor, at::Tensor> upper_left(const at::Tensor& xl) {
-    const at::Tensor cycles = at::floor((xl - kPi / 2) / kTwoPi) * kTwoPi;
-    const at::Tensor x = xl - cycles;
-    at::Tensor left = at::full_like(x, kTwoPi);
-    at::Tensor right = at::full_like(x, 2.5 * kPi);
-    at::Tensor last_right = right;
-    for (int i = 0; i < kTableBisections; ++i) {
-      const at::Tensor mid = (left + right) / 2;
-      const at::Tensor up = at::sin(x) - (at::cos(mid) * (x - mid) + at::sin(mid)) > 0;
-      right = at::where(up, right, mid);
-      last_right = at::where(up, last_right, mid);
-      left = at::where(up, mid, left);
-    }
-    return {at::where(x >= kTwoPi, x, last_right), cycles};
+    return left_table(xl, false);
   }
   [[nodiscard]] static std::pair<at::Tensor, at::Tensor> lower_right(const at::Tensor& xu) {
     const at::Tensor cycles = at::floor((xu + kPi / 2) / kTwoPi) * kTwoPi;
