@@ -1,7 +1,8 @@
 // Patches-mode CROWN (ConvMode::kPatches, bounds/patches.hpp): the representation against dense
 // A matrices, and every bound of a patches pass against the dense path to rounding
 // (≤ 1e-5·max(1, |b|)) on random CNNs (stride, padding, dilation, BatchNorm, residual Add/Sub,
-// windows that outgrow the feature map) and on the fixture CNN and ResNet; sampled soundness.
+// AveragePool with counted and uncounted padding, Pad with a nonzero value, windows that outgrow
+// the feature map) and on the fixture CNN and ResNet; sampled soundness.
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 #include <gtest/gtest.h>
@@ -11,6 +12,8 @@
 #include "distcrown/methods/compute_bounds.hpp"
 #include "distcrown/methods/crown.hpp"
 #include "distcrown/ops/add_sub.hpp"
+#include "distcrown/ops/avg_pool.hpp"
+#include "distcrown/ops/pad.hpp"
 #include "fixtures.hpp"
 #include "random_net.hpp"
 #include "sampling.hpp"
@@ -183,6 +186,24 @@ std::vector<CnnCase> cnn_cases() {
          const int down = n.conv(x, 6, 1, conv_opts(2, 0));  // strided 1×1 shortcut
          const int main = n.conv(n.relu(n.conv(x, 6, 3, conv_opts(2, 1))), 6, 3, conv_opts(1, 1));
          return n.relu(n.add(ops::make_sub(), {main, down}));
+       }},
+      {"avgpool_pad",
+       {1, 2, 10, 10},
+       [](Net& n, int x) {
+         x = n.relu(n.conv(x, 4, 3, conv_opts(1, 1)));
+         ops::PoolWindow counted;  // 10×10 -> 5×5, every divisor 4
+         counted.kernel = {2, 2};
+         counted.stride = {2, 2};
+         x = n.add(ops::make_average_pool(counted, true), {x});
+         // left 1, right 0, top 2, bottom 1 (torch order), value 0.5: 5×5 -> 8×6
+         x = n.add(ops::make_pad({1, 0, 2, 1, 0, 0}, 0.5), {x});
+         x = n.relu(n.conv(x, 4, 3, conv_opts(1, 1)));
+         ops::PoolWindow uncounted;  // asymmetric pads, divisors that vary: 8×6 -> 4×6
+         uncounted.kernel = {3, 2};
+         uncounted.stride = {2, 1};
+         uncounted.pads = {1, 0, 1, 1};
+         x = n.add(ops::make_average_pool(uncounted, false), {x});
+         return n.relu(n.conv(x, 3, 2, conv_opts(1, 0)));
        }},
       {"windows_outgrow_map",
        {1, 2, 5, 5},

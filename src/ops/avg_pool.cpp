@@ -42,7 +42,41 @@ class BoundAveragePool final : public NonNegativeLinearMap {
   BoundAveragePool(PoolWindow w, bool count_include_pad)
       : w_(w), divide_by_count_(!count_include_pad && w.padded()) {}
   std::string op_type() const override { return "AveragePool"; }
-  OpTraits traits() const override { return {.affine = true, .mixes_elements = true}; }
+  OpTraits traits() const override {
+    return {.affine = true, .mixes_elements = true, .patches = true};
+  }
+
+  // Patches on the output, windows [R, B, C, kh, kw], become patches on the input as through a
+  // depthwise convolution with a box filter: each window, scaled by 1 / its positions' divisors
+  // (0 outside the output, the next layer's zero padding), goes through the transposed
+  // convolution with ones [C, 1, kH, kW] (groups C), giving [R, B, C, (kh−1)·sH + kH, ...]; the
+  // anchor moves to stride·s and padding·s + the top/left pads (the padded plane's zeros fall
+  // outside the input node, where coefficients stand for nothing).
+  std::vector<PatchesA> backward_patches(const PatchesA& a,
+                                         std::span<const Interval* const> /*bounds*/,
+                                         BiasPair& /*bias_acc*/) const override {
+    const auto& out = output_shape();  // [1, C, Ho, Wo]
+    const auto& in = input_shape(0);
+    const at::TensorOptions options = a.any().options();
+    const at::Tensor scale =  // [R, 1, 1, kh, kw]
+        divide_by_count_
+            ? unfold_windows(1.0 / counts(in[2], in[3], options), a)
+            : window_mask(a, out[2], out[3], options) / double(w_.kernel[0] * w_.kernel[1]);
+    const int64_t C = out[1];
+    const at::Tensor box = at::ones({C, 1, w_.kernel[0], w_.kernel[1]}, options);
+    PatchesA res = a;
+    for (size_t k = 0; k < 2; ++k) {
+      res.stride[k] = a.stride[k] * w_.stride[k];
+      res.padding[k] = a.padding[k] * w_.stride[k] + w_.pads[k];
+    }
+    return {map_patch_sides(res, [&](const at::Tensor& A) {
+      const int64_t R = A.size(0);
+      const int64_t B = A.size(1);
+      const at::Tensor flat = (A * scale).reshape({R * B, C, A.size(3), A.size(4)});
+      const at::Tensor t = at::conv_transpose2d(flat, box, {}, w_.stride, {0, 0}, {0, 0}, C);
+      return t.reshape({R, B, C, t.size(2), t.size(3)});
+    })};
+  }
 
  private:
   at::Tensor apply(const at::Tensor& x) const override {

@@ -1,5 +1,6 @@
 #include "distcrown/ops/pad.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -24,9 +25,42 @@ std::vector<int64_t> negated(const std::vector<int64_t>& v) {
 class BoundPad final : public BoundNode {
  public:
   BoundPad(std::vector<int64_t> pads, double value)
-      : pads_(std::move(pads)), crop_(negated(pads_)), value_(value) {}
+      : pads_(std::move(pads)),
+        crop_(negated(pads_)),
+        value_(value),
+        // [C, H, W] padded on H and W only, by pads >= 0 (torch order: left, right, top,
+        // bottom, then the channels'): a window then moves with the top/left pads and no
+        // coefficient outside the output lands inside the input.
+        spatial_(pads_.size() == 6 && pads_[4] == 0 && pads_[5] == 0 &&
+                 std::all_of(pads_.begin(), pads_.end(), [](int64_t p) { return p >= 0; })) {}
   std::string op_type() const override { return "Pad"; }
-  OpTraits traits() const override { return {.affine = true}; }
+  OpTraits traits() const override { return {.affine = true, .patches = spatial_}; }
+
+  // Patches on the output keep their coefficients: the window's anchor moves by the top/left
+  // pads, and its positions on the padding fall outside the input node. A nonzero value adds
+  // Σ A·value over the padded positions of each row's window (masked to the output).
+  std::vector<PatchesA> backward_patches(const PatchesA& a,
+                                         std::span<const Interval* const> /*bounds*/,
+                                         BiasPair& bias) const override {
+    PatchesA res = a;
+    res.padding[0] += pads_[2];
+    res.padding[1] += pads_[0];
+    if (value_ != 0) {
+      const at::TensorOptions options = a.any().options();
+      // [R, 1, C, kh, kw]: value at the padded positions of each window, 0 elsewhere.
+      const at::Tensor constant =
+          unfold_windows(at::constant_pad_nd(at::zeros(input_shape(0), options), pads_, value_), a);
+      if (a.lA.defined() && a.lA.is_same(a.uA)) {
+        const at::Tensor term = window_dot(a.lA, constant);  // [R, B]
+        accumulate(bias.lower, term);
+        accumulate(bias.upper, term);
+      } else {
+        if (a.lA.defined()) accumulate(bias.lower, window_dot(a.lA, constant));
+        if (a.uA.defined()) accumulate(bias.upper, window_dot(a.uA, constant));
+      }
+    }
+    return {res};
+  }
 
   at::Tensor forward(std::span<const at::Tensor> x) const override {
     TORCH_CHECK(2 * (x[0].dim() - 1) >= int64_t(pads_.size()), "Pad has ", pads_.size(),
@@ -57,6 +91,7 @@ class BoundPad final : public BoundNode {
   std::vector<int64_t> pads_;
   std::vector<int64_t> crop_;
   double value_;
+  bool spatial_;
 };
 
 std::vector<int64_t> ints_of(const LoweringContext& ctx, size_t i, const char* what) {
