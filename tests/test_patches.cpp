@@ -249,6 +249,39 @@ TEST(Patches, ChunkedRowsGiveTheSameBits) {
   }
 }
 
+TEST(Patches, PassBytesChunksRowsWithTheSameBits) {
+  // crown_batch_size 0 sizes the passes by pass_bytes: a budget of 8 rows of the widest node
+  // (the [2, 9, 9] input: 8 tensors of 162 floats per row) gives passes of 8 rows, and the
+  // bits of every row at once, in both modes.
+  const CnnCase c = cnn_cases()[0];
+  for (const ConvMode mode : {ConvMode::kMatrix, ConvMode::kPatches}) {
+    Rng rng(51);
+    Net n(c.input, rng);
+    const int out = n.linear(n.relu(n.linear(n.flatten(c.body(n, n.input())), 12)), 4);
+    const BoundGraph g = n.finish(out);
+    const InputBox box = box_around(rng, c.input, 0.1);
+    BoundOptions all = with_mode(mode);
+    all.pass_bytes = 0;
+    BoundOptions small = with_mode(mode);
+    small.pass_bytes = 8 * (8 * 162 * 4);
+    c10::NoGradGuard no_grad;
+    CrownEngine whole(g, box, all);
+    CrownEngine pieces(g, box, small);
+    EXPECT_EQ(whole.rows_per_pass(g.output(), 125), 125);
+    EXPECT_EQ(pieces.rows_per_pass(g.output(), 125), 8);
+    small.pass_bytes = 8 * (8 * 162 * 4) - 1;  // less than 8 rows fit: still 8 (one tile)
+    EXPECT_EQ(CrownEngine(g, box, small).rows_per_pass(g.output(), 125), 8);
+    whole.compute_intermediate_bounds();
+    pieces.compute_intermediate_bounds();
+    for (int i = 1; i < g.size(); ++i) {
+      if (i == g.output()) continue;
+      EXPECT_TRUE(at::equal(whole.bounds(i).lower, pieces.bounds(i).lower) &&
+                  at::equal(whole.bounds(i).upper, pieces.bounds(i).upper))
+          << g.node(i).name;
+    }
+  }
+}
+
 TEST(Patches, Float64AgreesWithDense) {
   const CnnCase c = cnn_cases()[3];
   Rng rng(31);

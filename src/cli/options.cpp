@@ -137,7 +137,8 @@ const std::vector<OptionSpec>& table() {
        "auto_lirpa (matches auto_LiRPA) or tight (CROWN for every neuron, intersected with IBP)",
        field([](RunOptions & r) -> auto& { return r.intermediate; })},
       {"crown-batch-size", Applies::kBoth,
-       "bound at most N intermediate neurons per backward pass (0 = all)",
+       "bound at most N intermediate neurons per backward pass (0 = as many as keep a pass's A "
+       "matrices near 256 MB)",
        field(
            [](RunOptions & r) -> auto& { return r.bound.crown_batch_size; },
            whole_number(int64_t{0}))},

@@ -264,10 +264,21 @@ Interval CrownEngine::bound_rows(int start, int64_t k, const RowMaker& make_rows
           sides.upper ? joined[1].contiguous() : at::Tensor()};
 }
 
+int64_t CrownEngine::rows_per_pass(int start, int64_t k) const {
+  if (opt_.crown_batch_size > 0) return opt_.crown_batch_size;
+  const int64_t all = std::max<int64_t>(k, 1);
+  if (opt_.pass_bytes <= 0) return all;
+  int64_t widest = 1;
+  for (int i = 0; i <= start; ++i) widest = std::max(widest, g_.node_numel(i));
+  const int64_t per_row = 8 * widest * box_.lower.size(0) * int64_t(box_.lower.element_size());
+  const int64_t fit = opt_.pass_bytes / per_row / kRowAlign * kRowAlign;
+  return std::min(all, std::max(fit, kRowAlign));
+}
+
 Interval CrownEngine::chunked(int start, const at::Tensor& idx, const RowMaker& make_rows,
                               const at::Tensor& row_ids, Sides sides) {
   const int64_t k = idx.numel();
-  const int64_t chunk = opt_.crown_batch_size > 0 ? opt_.crown_batch_size : std::max<int64_t>(k, 1);
+  const int64_t chunk = rows_per_pass(start, k);
   std::vector<at::Tensor> lower;
   std::vector<at::Tensor> upper;
   for (int64_t s = 0; s < k; s += chunk) {

@@ -70,7 +70,7 @@ Interval CrownEngine::patches_rows(int start, const at::Tensor& rows) {
   const auto& shape = g_.node(start).shape;  // [1, C, H, W]
   const int64_t B = box_.lower.size(0);
   const int64_t k = rows.numel();
-  const int64_t chunk = opt_.crown_batch_size > 0 ? opt_.crown_batch_size : std::max<int64_t>(k, 1);
+  const int64_t chunk = rows_per_pass(start, k);
   std::vector<at::Tensor> lower;
   std::vector<at::Tensor> upper;
   for (int64_t s = 0; s < k; s += chunk) {

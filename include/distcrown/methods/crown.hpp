@@ -73,6 +73,10 @@ class CrownEngine {
   Interval bound_rows(int start, int64_t k, const RowMaker& make_rows,
                       const at::Tensor& row_ids = at::Tensor(), Sides sides = {});
 
+  /// Rows per pass from `start` for k rows: crown_batch_size, else as BoundOptions::pass_bytes
+  /// allows (at least 8), at most k.
+  [[nodiscard]] int64_t rows_per_pass(int start, int64_t k) const;
+
  private:
   /// Row indices live on the device of the bounds (they index device tensors).
   [[nodiscard]] at::TensorOptions index_options() const;

@@ -68,9 +68,14 @@ constexpr auto enum_table(ConvMode) {
 
 struct BoundOptions {
   IntermediateScheme scheme = IntermediateScheme::kAutoLirpa;
-  /// Bound at most this many intermediate neurons (rows of A) per backward pass; 0 = all at once.
-  /// Like auto_LiRPA's crown_batch_size: keeps A matrices at [N, batch, *shape].
+  /// Bound at most this many intermediate neurons (rows of A) per backward pass; 0 = as many as
+  /// pass_bytes allows. Like auto_LiRPA's crown_batch_size: keeps A matrices at [N, batch, *shape].
   int64_t crown_batch_size = 0;
+  /// With crown_batch_size 0: the rows of a pass are as many as keep its A matrices under this
+  /// many bytes, estimated at 8 tensors per row of the widest node the pass can reach (both
+  /// sides and the temporaries of a step), in multiples of 8 rows; 0 = every row at once. A
+  /// convolutional layer's 32,768 neurons on a 32×32 map otherwise make one pass of gigabytes.
+  int64_t pass_bytes = int64_t{256} << 20;
   /// Fraction of unstable neurons above which all neurons of a layer get CROWN bounds.
   double minimum_sparsity = 0.9;
   /// Pad every backward pass to a multiple of 8 rows so that a row's bits do not depend on the
