@@ -263,13 +263,13 @@ TEST(Patches, PassBytesChunksRowsWithTheSameBits) {
     BoundOptions all = with_mode(mode);
     all.pass_bytes = 0;
     BoundOptions small = with_mode(mode);
-    small.pass_bytes = 8 * (8 * 162 * 4);
+    small.pass_bytes = 41472;  // 8 rows × 8 tensors × 162 floats × 4 bytes
     c10::NoGradGuard no_grad;
     CrownEngine whole(g, box, all);
     CrownEngine pieces(g, box, small);
     EXPECT_EQ(whole.rows_per_pass(g.output(), 125), 125);
     EXPECT_EQ(pieces.rows_per_pass(g.output(), 125), 8);
-    small.pass_bytes = 8 * (8 * 162 * 4) - 1;  // less than 8 rows fit: still 8 (one tile)
+    small.pass_bytes = 41471;  // less than 8 rows fit: still 8 (one tile)
     EXPECT_EQ(CrownEngine(g, box, small).rows_per_pass(g.output(), 125), 8);
     whole.compute_intermediate_bounds();
     pieces.compute_intermediate_bounds();

@@ -220,6 +220,7 @@ ReluBab::Bounded ReluBab::bound(std::vector<Domain>& ds, int iterations, bool op
   // last domain, so that every rank bounds `per` domains in the same passes (FSDP gathers the
   // weights inside them) and the shares gather as equal blocks.
   std::vector<Domain> part;
+  part.reserve(size_t(per));
   for (int64_t j = 0; j < per; ++j) {
     part.push_back(ds[size_t(std::min(B - 1, share_->rank() * per + j))]);
   }
@@ -240,6 +241,7 @@ ReluBab::Bounded ReluBab::bound(std::vector<Domain>& ds, int iterations, bool op
   at::Tensor scores;
   if (part.front().score.defined()) {
     std::vector<at::Tensor> rows;
+    rows.reserve(part.size());
     for (const Domain& d : part) rows.push_back(d.score);
     scores = gather_shares(at::stack(rows), 0, B);  // [B, N_all]
   }
