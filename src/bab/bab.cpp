@@ -15,6 +15,13 @@ constexpr double kProgressInterval = 1.0;
 
 }  // namespace
 
+std::string spec_parallel_refusal(const BabOptions& o) {
+  if (o.intermediate != BabIntermediate::kRefresh) return {};
+  return "spec-parallel branch and bound keeps the intermediate bounds fixed: "
+         "--bab-intermediate refresh bounds each domain's own unstable neurons, which would give "
+         "the ranks' shares different passes";
+}
+
 int64_t default_memory_limit_bytes() {
   std::ifstream in("/proc/meminfo");
   for (std::string line; std::getline(in, line);) {

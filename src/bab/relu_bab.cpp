@@ -113,13 +113,7 @@ class ReluBab {
                   [&](int p) { return std::find(pre_.begin(), pre_.end(), p) != pre_.end(); });
     K_ = obj.rhs.size(0);
     if (o.spec_parallel && o.world.group && o.world.group->size() > 1) {
-      // Refreshed intermediate bounds bound each domain's own unstable neurons: the ranks'
-      // shares would run different passes, which FSDP's gathers inside them cannot allow.
-      if (o.intermediate == BabIntermediate::kRefresh) {
-        throw InvalidArgument(
-            "spec-parallel branch and bound keeps the intermediate bounds fixed: "
-            "--bab-intermediate refresh cannot be combined with --spec-parallel");
-      }
+      if (std::string why = spec_parallel_refusal(o); !why.empty()) throw InvalidArgument(why);
       share_ = o.world.group;
     }
   }
@@ -139,6 +133,12 @@ class ReluBab {
   /// domain's value, α, β and scores, and the batch's input A.
   Bounded bound(std::vector<Domain>& ds, int iterations, bool optimise);
   Bounded bound_here(std::vector<Domain>& ds, int iterations, bool optimise);
+  /// Writes a bounded batch into its domains: each value (floored at the parent's when
+  /// `optimise`; FSB's trial values stay unfloored, they rank candidate splits against each
+  /// other), α and β ([K, B, *shape] per ReLU) and scores ([B, N_all], or undefined).
+  void store(std::vector<Domain>& ds, const at::Tensor& values,
+             const std::vector<at::Tensor>& alpha, const std::vector<at::Tensor>& beta,
+             const at::Tensor& scores, bool optimise) const;
   /// The root with CROWN intermediate bounds (no α optimisation) and the given splits applied.
   Domain crown_root_with(const std::vector<NeuronSplit>& splits);
 
@@ -232,7 +232,6 @@ ReluBab::Bounded ReluBab::bound(std::vector<Domain>& ds, int iterations, bool op
   out.lower = gather_shares(mine.lower, 0, B);  // [B, K]
   out.values = domain_values(obj_, out.lower);
   if (mine.input_A.defined()) out.input_A = gather_shares(mine.input_A, 1, B);
-  const auto values = out.values.to(at::kDouble).contiguous();
   std::vector<at::Tensor> alpha, beta;
   for (size_t r = 0; r < relus_.size(); ++r) {
     alpha.push_back(gather_shares(cat_dim(part, &Domain::alpha, r, 1), 1, B));
@@ -245,16 +244,24 @@ ReluBab::Bounded ReluBab::bound(std::vector<Domain>& ds, int iterations, bool op
     for (const Domain& d : part) rows.push_back(d.score);
     scores = gather_shares(at::stack(rows), 0, B);  // [B, N_all]
   }
-  for (int64_t b = 0; b < B; ++b) {  // as bound_here() writes its own domains
-    Domain& d = ds[size_t(b)];
-    d.value = optimise ? std::max(values[b].item<double>(), d.floor) : values[b].item<double>();
-    for (size_t r = 0; r < relus_.size(); ++r) {
-      d.alpha[r] = alpha[r].narrow(1, b, 1).clone();
-      d.beta[r] = beta[r].narrow(1, b, 1).clone();
-    }
-    if (scores.defined()) d.score = scores[b].clone();
-  }
+  store(ds, out.values, alpha, beta, scores, optimise);
   return out;
+}
+
+void ReluBab::store(std::vector<Domain>& ds, const at::Tensor& values,
+                    const std::vector<at::Tensor>& alpha, const std::vector<at::Tensor>& beta,
+                    const at::Tensor& scores, bool optimise) const {
+  const at::Tensor v = values.to(at::kDouble).contiguous();
+  for (size_t b = 0; b < ds.size(); ++b) {
+    Domain& d = ds[b];
+    const double value = v[int64_t(b)].item<double>();
+    d.value = optimise ? std::max(value, d.floor) : value;
+    for (size_t r = 0; r < relus_.size(); ++r) {
+      d.alpha[r] = alpha[r].detach().narrow(1, int64_t(b), 1).clone();
+      d.beta[r] = beta[r].detach().narrow(1, int64_t(b), 1).clone();
+    }
+    if (scores.defined()) d.score = scores[int64_t(b)].clone();
+  }
 }
 
 ReluBab::Bounded ReluBab::bound_here(std::vector<Domain>& ds, int iterations, bool optimise) {
@@ -412,7 +419,6 @@ ReluBab::Bounded ReluBab::bound_here(std::vector<Domain>& ds, int iterations, bo
   bounded_ += B;
   out.lower = best;
   out.values = domain_values(obj_, best);  // [B]
-  const auto values = out.values.to(at::kDouble).contiguous();
   // Scores: each free unstable neuron's relaxation gap weighted by its A coefficient (summed
   // over the spec rows that still matter: joined disjuncts drop those proved on the domain):
   // positive A takes the lower line α·z (gap max((1−α)u, −αl)), negative A the chord (gap
@@ -435,19 +441,12 @@ ReluBab::Bounded ReluBab::bound_here(std::vector<Domain>& ds, int iterations, bo
     scores.push_back(at::where(free, s + 1e-9 * (u - l), at::full_like(s, -1.0)));
   }
   const at::Tensor all_scores = out.recorded ? at::cat(scores, 1).to(at::kFloat) : at::Tensor();
+  store(ds, out.values, alpha, beta, all_scores, optimise);
   for (int64_t b = 0; b < B; ++b) {
-    Domain& d = ds[size_t(b)];
-    // FSB's trial values stay unfloored: they rank the candidate splits against each other.
-    d.value = optimise ? std::max(values[b].item<double>(), d.floor) : values[b].item<double>();
-    for (size_t r = 0; r < R; ++r) {
-      d.alpha[r] = alpha[r].detach().narrow(1, b, 1).clone();
-      d.beta[r] = beta[r].detach().narrow(1, b, 1).clone();
-    }
     for (size_t r = refresh_after + 1; r < R; ++r) {
-      d.lower[r] = pre_bounds[r].lower.narrow(0, b, 1).clone();
-      d.upper[r] = pre_bounds[r].upper.narrow(0, b, 1).clone();
+      ds[size_t(b)].lower[r] = pre_bounds[r].lower.narrow(0, b, 1).clone();
+      ds[size_t(b)].upper[r] = pre_bounds[r].upper.narrow(0, b, 1).clone();
     }
-    if (all_scores.defined()) d.score = all_scores[b].clone();
   }
   out.input_A = hook.input_A;
   return out;

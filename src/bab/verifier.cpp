@@ -57,9 +57,7 @@ VerifyResult decide(const BoundGraph& g, const io::VnnlibProperty& property,
     if (deadline.expired()) return finish(Verdict::kTimeout, "timeout during the attack");
   }
 
-  const bool input_split =
-      options.split == SplitMode::kInput ||
-      (options.split == SplitMode::kAuto && g.input_numel() <= options.input_split_max_inputs);
+  const bool input_split = splits_inputs(options, g);
   bool unknown = false;
   std::string unknown_reason;
   int64_t rounds = 0;
@@ -191,6 +189,11 @@ VerifyResult decide(const BoundGraph& g, const io::VnnlibProperty& property,
 }
 
 }  // namespace
+
+bool splits_inputs(const VerifyOptions& options, const BoundGraph& g) {
+  return options.split == SplitMode::kInput ||
+         (options.split == SplitMode::kAuto && g.input_numel() <= options.input_split_max_inputs);
+}
 
 VerifyResult verify(const BoundGraph& g, const io::VnnlibProperty& property,
                     const VerifyOptions& options) {

@@ -301,22 +301,17 @@ int run_verify(const RunOptions& a) {
           "is not built yet; use --shard fsdp or none");
     }
     loaded.emplace(load_problem_input(a.model, a.vnnlib));
-    const bool input_split = o.split == bab::SplitMode::kInput ||
-                             (o.split == bab::SplitMode::kAuto &&
-                              loaded->problem.graph.input_numel() <= o.input_split_max_inputs);
-    if (a.spec_parallel && input_split && world->size() > a.domain_groups) {
-      throw UnsupportedError(
-          "verify --spec-parallel shares ReLU splitting's batches between the ranks of a group; "
-          "input splitting (networks with at most " +
-          std::to_string(o.input_split_max_inputs) +
-          " inputs, or --split input) is shared by --domain-groups only");
-    }
-    if (a.spec_parallel && o.bab.intermediate == bab::BabIntermediate::kRefresh &&
-        world->size() > a.domain_groups) {
-      throw UnsupportedError(
-          "verify --spec-parallel keeps branch and bound's intermediate bounds fixed: "
-          "--bab-intermediate refresh bounds each domain's own unstable neurons, which would "
-          "give the ranks' shares different passes");
+    if (a.spec_parallel && world->size() > a.domain_groups) {  // groups of several ranks
+      if (bab::splits_inputs(o, loaded->problem.graph)) {
+        throw UnsupportedError(
+            "verify --spec-parallel shares ReLU splitting's batches between the ranks of a "
+            "group; input splitting (networks with at most " +
+            std::to_string(o.input_split_max_inputs) +
+            " inputs, or --split input) is shared by --domain-groups only");
+      }
+      if (std::string why = bab::spec_parallel_refusal(o.bab); !why.empty()) {
+        throw UnsupportedError("verify --spec-parallel: " + why);
+      }
     }
   });
   collective::check_same_inputs(

@@ -119,6 +119,11 @@ struct BabResult {
   bool memory_limited = false;
 };
 
+/// Why ReLU branch and bound cannot share its batches between ranks (BabOptions::spec_parallel)
+/// with `o`; empty when it can. Refreshed intermediate bounds bound each domain's own unstable
+/// neurons, a different number of passes in each rank's share.
+std::string spec_parallel_refusal(const BabOptions& o);
+
 /// The default memory limit: half of the memory the OS reports available now (Linux
 /// /proc/meminfo MemAvailable); 0 where that is not known (no limit).
 int64_t default_memory_limit_bytes();

@@ -48,6 +48,9 @@ struct VerifyOptions {
   BoundOptions bound;
 };
 
+/// Whether verify() searches `g` by splitting its inputs (else its ReLUs).
+bool splits_inputs(const VerifyOptions& options, const BoundGraph& g);
+
 struct VerifyResult {
   Verdict verdict = Verdict::kUnknown;
   std::optional<Counterexample> counterexample;
