@@ -1,7 +1,7 @@
 // Tensor parallelism under mpirun (ctest runs this at 1, 2 and 4 ranks):
 //   partition   Linear -> Relu -> Linear chains become zones (1, 2, 3 zones for 256x2/4/6),
 //               balanced uneven widths, each rank holds its share of the zone weights
-//   forward     the sharded graph computes the plain graph's outputs
+//   forward     the sharded graph computes the plain graph's outputs (and their input gradient)
 //   tp-exact    IBP and CROWN bounds (both intermediate schemes, chunked or not) within
 //               1e-5·max_j |b_j| of one process, on random MLPs of uneven widths, a convnet and
 //               every fixture model
@@ -164,6 +164,30 @@ TEST(TensorParallel, ForwardMatchesPlainGraph) {
     const at::Tensor x = (m.box.lower + m.box.upper) / 2;
     const at::Tensor want = plain.forward(x);
     const at::Tensor got = tp.forward(x);
+    EXPECT_LE((want - got).abs().max().item<double>(),
+              1e-5 * std::max(1.0, want.abs().max().item<double>()));
+  }
+}
+
+TEST(TensorParallel, InputGradientMatchesPlainGraph) {
+  // PGD differentiates the network's outputs by its input: the zones' forward collectives carry
+  // the gradient (a Col's input through copy_to_shards, a Row's partial sums through
+  // reduce_from_shards), so every rank gets the whole gradient, not its zone share's.
+  const collective::CommPtr comm = world();
+  for (const Model& m : random_models()) {
+    SCOPED_TRACE(m.name);
+    const BoundGraph plain = io::load_onnx_bytes(m.bytes, m.name);
+    BoundGraph tp = io::load_onnx_bytes(m.bytes, m.name);
+    sharding::partition_tensor_parallel(tp, comm);
+    const auto gradient = [&](const BoundGraph& g) {
+      const at::Tensor x = ((m.box.lower + m.box.upper) / 2).detach().requires_grad_(true);
+      const at::Tensor y = g.forward(x);
+      (y * at::arange(1, y.numel() + 1, y.options()).reshape(y.sizes())).sum().backward();
+      return x.grad();
+    };
+    const at::Tensor want = gradient(plain);
+    const at::Tensor got = gradient(tp);
+    ASSERT_TRUE(got.defined());
     EXPECT_LE((want - got).abs().max().item<double>(),
               1e-5 * std::max(1.0, want.abs().max().item<double>()));
   }

@@ -121,10 +121,21 @@ class VerifyMpi : public ::testing::Test {
 TEST_F(VerifyMpi, DeterministicRunsAgreeAtEveryLayout) {
   DISTCROWN_REQUIRE_FIXTURES();
   // Spec-parallel: the ranks of a group share each batch (FSB's trial children too), the
-  // weights FSDP-sharded or replicated; (4, 2) shares batches inside two groups.
+  // weights FSDP-sharded or replicated; (4, 2) shares batches inside two groups. Tensor
+  // parallel: every rank of a group bounds its neurons of the zones, domains keep every neuron.
   expect_same_search_at_every_layout(
       hard() + " --deterministic --max-rounds 4 --bab-batch-size 8", false,
-      {Layout{2, 1, "fsdp", true}, Layout{2, 1, "none", true}, Layout{4, 2, "fsdp", true}});
+      {Layout{2, 1, "fsdp", true}, Layout{2, 1, "none", true}, Layout{4, 2, "fsdp", true},
+       Layout{2, 1, "tp-exact"}, Layout{4, 2, "tp-exact"}});
+  // Refreshed intermediate bounds over tensor-parallel layers: the same search too.
+  const std::string refresh =
+      hard() + " --deterministic --max-rounds 3 --bab-batch-size 8 --bab-intermediate refresh";
+  const json one = verify({1, 1, "none"}, refresh);
+  const json tp = verify({2, 1, "tp-exact"}, refresh);
+  EXPECT_EQ(tp["result"], one["result"]);
+  EXPECT_EQ(tp["domains_bounded"], one["domains_bounded"]);
+  const double worst = one["worst_bound"].get<double>();
+  EXPECT_NEAR(tp["worst_bound"].get<double>(), worst, 1e-5 * std::max(1.0, std::abs(worst)));
 }
 
 TEST_F(VerifyMpi, SpecParallelAgreesWithoutDeterministic) {
@@ -139,12 +150,31 @@ TEST_F(VerifyMpi, SpecParallelAgreesWithoutDeterministic) {
   EXPECT_GT(spec["domains_bounded"].get<int64_t>(), 100);
 }
 
+TEST_F(VerifyMpi, TensorParallelDecidesAsOneProcess) {
+  DISTCROWN_REQUIRE_FIXTURES();
+  // Without --deterministic: mnist_256x2 image 10 at ε = 0.05 needs branch and bound, and is
+  // proved with its one zone sharded; image 1 at ε = 0.05 is sat (the attack's gradient crosses
+  // the zone's collectives). `tp` keeps IBP bounds inside the zone, and still decides both.
+  for (const std::string shard : {"tp-exact", "tp"}) {
+    SCOPED_TRACE(shard);
+    const json unsat = verify(
+        {2, 1, shard}, problem("mnist_256x2.onnx", "mnist_prop_10_0.05.vnnlib") + " --timeout 120");
+    EXPECT_EQ(unsat["result"], "unsat") << unsat.dump();
+    EXPECT_GT(unsat["domains_bounded"].get<int64_t>(), 100);
+    EXPECT_EQ(unsat["shard"], shard);
+    const json sat = verify(
+        {2, 1, shard}, problem("mnist_256x2.onnx", "mnist_prop_1_0.05.vnnlib") + " --timeout 120");
+    EXPECT_EQ(sat["result"], "sat") << sat.dump();
+  }
+}
+
 TEST_F(VerifyMpi, InputSplittingAgreesAtEveryLayout) {
   DISTCROWN_REQUIRE_FIXTURES();
   // ACAS Xu 4_2 property 2: undecided in 116 s (a timeout in the fixtures' results too). The
   // groups share the boxes: every group bounds some, and none twice.
   expect_same_search_at_every_layout(
-      acas("4_2", 2) + " --deterministic --max-rounds 6 --bab-batch-size 8", true);
+      acas("4_2", 2) + " --deterministic --max-rounds 6 --bab-batch-size 8", true,
+      {Layout{2, 1, "tp-exact"}});
   // Proved: the same boxes at (2, 2) as at one process.
   const std::string proved = acas("1_9", 2) + " --deterministic --timeout 120";
   const json unsat_one = verify({1, 1, "none"}, proved);
@@ -245,9 +275,10 @@ TEST_F(VerifyMpi, LayoutsThatAreNotBuiltAreRefusedOnce) {
   const Result groups = run("--domain-groups 3");
   EXPECT_NE(groups.exit_code, 0);
   EXPECT_NE(groups.err.find("does not divide"), std::string::npos) << groups.err;
-  const Result tp = run("--shard tp-exact");
+  // Tensor parallelism needs every rank of a group in the same passes.
+  const Result tp = run("--shard tp-exact --spec-parallel");
   EXPECT_NE(tp.exit_code, 0);
-  EXPECT_NE(tp.err.find("not built yet"), std::string::npos) << tp.err;
+  EXPECT_NE(tp.err.find("same passes"), std::string::npos) << tp.err;
   // Spec-parallel shares ReLU splitting's batches: input splitting and refreshed intermediate
   // bounds (each domain's own unstable neurons: the shares' passes would differ) are refused.
   const Result input = run("--spec-parallel --split input");

@@ -7,6 +7,7 @@
 #include <deque>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <ATen/ATen.h>
@@ -17,6 +18,7 @@
 #include "distcrown/methods/adam.hpp"
 #include "distcrown/methods/alpha_crown.hpp"
 #include "distcrown/methods/crown.hpp"
+#include "distcrown/sharding/partitioner.hpp"
 #include "distcrown/util/error.hpp"
 #include "distcrown/util/memory.hpp"
 #include "distcrown/util/tensor_values.hpp"
@@ -104,6 +106,9 @@ class ReluBab {
         relu_index_[i] = relus_.size();
         relus_.push_back(i);
         pre_.push_back(g.node(i).inputs.at(0));
+        const GraphNode& in = g.node(pre_.back());
+        const OutputShard* s = in.op ? in.op->output_shard() : nullptr;
+        shards_.push_back(s != nullptr ? std::optional<OutputShard>(*s) : std::nullopt);
       } else if (t.needs_input_bounds) {
         for (const int p : g.node(i).inputs) other_pre_.push_back(p);
       }
@@ -114,6 +119,11 @@ class ReluBab {
     K_ = obj.rhs.size(0);
     if (o.spec_parallel && o.world.group && o.world.group->size() > 1) {
       if (std::string why = spec_parallel_refusal(o); !why.empty()) throw InvalidArgument(why);
+      if (g.tensor_parallel_group()) {
+        throw InvalidArgument(
+            "spec-parallel branch and bound gives the ranks of a group different domains, but "
+            "tensor-parallel layers need every rank of the group in the same passes");
+      }
       share_ = o.world.group;
     }
   }
@@ -145,7 +155,8 @@ class ReluBab {
  private:
   Domain root(const RootStart* start);
   /// A domain without splits over the given bounds of each ReLU's input, with the output
-  /// start's α where given (ReLU node -> [K, 1, *shape]), else CROWN's slopes; β = 0.
+  /// start's α where given (ReLU node -> [K, 1, *shape]), else CROWN's slopes; β = 0. Bounds and
+  /// α as the passes give them: this rank's neurons under TP.
   Domain make_root(const std::vector<Interval>& bounds,
                    const std::map<int, at::Tensor>& output_alpha);
   std::vector<std::pair<size_t, int64_t>> choose(const std::vector<Domain>& parents, int64_t batch);
@@ -173,7 +184,14 @@ class ReluBab {
   /// Spec-parallel: `t` holds this rank's `per` positions of a batch along `dim`; returns every
   /// rank's, in rank order, cut to the batch's first `B`.
   [[nodiscard]] at::Tensor gather_shares(const at::Tensor& t, int64_t dim, int64_t B) const;
+  /// Tensor parallelism: ReLU r's neurons as the bounding passes see them (this rank's slice of
+  /// the last dim, [..., width]), and as domains keep them (every neuron, [..., global]; the same
+  /// on every rank, so the queue, the branching and the exchange between groups are one
+  /// process's). Both return `t` for a ReLU outside the zones.
+  [[nodiscard]] at::Tensor local_part(const at::Tensor& t, size_t r) const;
+  [[nodiscard]] at::Tensor whole(const at::Tensor& t, size_t r) const;
   collective::CommPtr share_;  // the group's ranks that split each batch; null: none
+  std::vector<std::optional<OutputShard>> shards_;  // per ReLU: its input's slice under TP
   std::vector<int> relus_, pre_;
   std::vector<int> other_pre_;  // inputs of relaxed nodes that are not split (MaxPool, Sigmoid)
   std::map<int, size_t> relu_index_;
@@ -201,6 +219,35 @@ size_t earliest_split(const std::vector<at::Tensor>& split) {
     if (split[r].ne(0).any().item<bool>()) return r;
   }
   return split.size();
+}
+
+at::Tensor ReluBab::local_part(const at::Tensor& t, size_t r) const {
+  const std::optional<OutputShard>& s = shards_[r];
+  return s ? t.narrow(-1, s->offset, s->width) : t;
+}
+
+at::Tensor ReluBab::whole(const at::Tensor& t, size_t r) const {
+  const std::optional<OutputShard>& s = shards_[r];
+  if (!s) return t;
+  collective::Communicator& comm = *g_.tensor_parallel_group();
+  const int P = comm.size();
+  // Each rank's slice [w_q, ...] (neurons first) padded to ceil(global / P) rows, so that the
+  // AllGather has equal parts; then every rank's width of its part, in rank order.
+  const int64_t per = (s->global + P - 1) / P;
+  const at::Tensor mine = t.detach().movedim(-1, 0);
+  std::vector<int64_t> shape(mine.sizes().begin(), mine.sizes().end());
+  shape[0] = per;
+  at::Tensor padded = at::zeros(shape, mine.options());
+  padded.narrow(0, 0, s->width).copy_(mine);
+  shape[0] = P * per;
+  at::Tensor all = at::empty(shape, mine.options());
+  comm.all_gather(padded, all);
+  std::vector<at::Tensor> parts;
+  parts.reserve(size_t(P));
+  for (int q = 0; q < P; ++q) {
+    parts.push_back(all.narrow(0, q * per, sharding::balanced_split(s->global, P, q).width));
+  }
+  return at::cat(parts, 0).movedim(0, -1).contiguous();
 }
 
 at::Tensor ReluBab::gather_shares(const at::Tensor& t, int64_t dim, int64_t B) const {
@@ -269,11 +316,17 @@ ReluBab::Bounded ReluBab::bound_here(std::vector<Domain>& ds, int iterations, bo
   const size_t R = relus_.size();
   std::vector<Interval> pre_bounds(R);
   std::vector<at::Tensor> alpha(R), beta(R), split(R);
+  // Domains keep every neuron; the passes see this rank's (local_part; all of them without TP).
+  const auto part = [&](std::vector<at::Tensor> Domain::*field, size_t r, int64_t dim) {
+    return local_part(cat_dim(ds, field, r, dim), r).contiguous();
+  };
+  std::vector<at::Tensor> whole_split(R);  // every neuron's: every rank refreshes the same layers
   for (size_t r = 0; r < R; ++r) {
-    pre_bounds[r] = {cat_dim(ds, &Domain::lower, r, 0), cat_dim(ds, &Domain::upper, r, 0)};
-    alpha[r] = cat_dim(ds, &Domain::alpha, r, 1).detach().requires_grad_(optimise);
-    beta[r] = cat_dim(ds, &Domain::beta, r, 1).detach().requires_grad_(optimise);
-    split[r] = cat_dim(ds, &Domain::split, r, 0);
+    whole_split[r] = cat_dim(ds, &Domain::split, r, 0);
+    pre_bounds[r] = {part(&Domain::lower, r, 0), part(&Domain::upper, r, 0)};
+    alpha[r] = part(&Domain::alpha, r, 1).detach().requires_grad_(optimise);
+    beta[r] = part(&Domain::beta, r, 1).detach().requires_grad_(optimise);
+    split[r] = local_part(whole_split[r], r).contiguous();
   }
   std::vector<int64_t> in_shape(g_.input_shape().begin(), g_.input_shape().end());
   in_shape[0] = B;
@@ -291,7 +344,7 @@ ReluBab::Bounded ReluBab::bound_here(std::vector<Domain>& ds, int iterations, bo
   // intersected with their own. Inputs of the other relaxed nodes (MaxPool, Sigmoid): CROWN
   // bounds over these domains' ReLU bounds. Once per batch: neither depends on α or β.
   const size_t refresh_after =
-      optimise && o_.intermediate == BabIntermediate::kRefresh ? earliest_split(split) : R;
+      optimise && o_.intermediate == BabIntermediate::kRefresh ? earliest_split(whole_split) : R;
   std::vector<std::pair<int, Interval>> other_bounds;
   if (!other_pre_.empty() || refresh_after + 1 < R) {
     c10::NoGradGuard no_grad;
@@ -438,14 +491,21 @@ ReluBab::Bounded ReluBab::bound_here(std::vector<Domain>& ds, int iterations, bo
     const at::Tensor lower_gap = at::maximum((1 - al) * u, -al * l);
     const at::Tensor s = A.clamp_min(0) * lower_gap + (-A).clamp_min(0) * chord_gap;
     // Tie-break toward wide intervals so zero-score neurons are still ordered.
-    scores.push_back(at::where(free, s + 1e-9 * (u - l), at::full_like(s, -1.0)));
+    const at::Tensor scored = at::where(free, s + 1e-9 * (u - l), at::full_like(s, -1.0));
+    scores.push_back(whole(scored.reshape(pre_bounds[r].lower.sizes()), r).reshape({B, -1}));
   }
   const at::Tensor all_scores = out.recorded ? at::cat(scores, 1).to(at::kFloat) : at::Tensor();
+  for (size_t r = 0; r < R; ++r) {  // every neuron's, as domains keep them
+    alpha[r] = whole(alpha[r], r);
+    beta[r] = whole(beta[r], r);
+  }
   store(ds, out.values, alpha, beta, all_scores, optimise);
-  for (int64_t b = 0; b < B; ++b) {
-    for (size_t r = refresh_after + 1; r < R; ++r) {
-      ds[size_t(b)].lower[r] = pre_bounds[r].lower.narrow(0, b, 1).clone();
-      ds[size_t(b)].upper[r] = pre_bounds[r].upper.narrow(0, b, 1).clone();
+  for (size_t r = refresh_after + 1; r < R; ++r) {
+    const at::Tensor lower = whole(pre_bounds[r].lower, r);
+    const at::Tensor upper = whole(pre_bounds[r].upper, r);
+    for (int64_t b = 0; b < B; ++b) {
+      ds[size_t(b)].lower[r] = lower.narrow(0, b, 1).clone();
+      ds[size_t(b)].upper[r] = upper.narrow(0, b, 1).clone();
     }
   }
   out.input_A = hook.input_A;
@@ -456,7 +516,7 @@ Domain ReluBab::make_root(const std::vector<Interval>& bounds,
                           const std::map<int, at::Tensor>& output_alpha) {
   Domain d;
   for (size_t r = 0; r < relus_.size(); ++r) {
-    const Interval& b = bounds[r];
+    const Interval b{whole(bounds[r].lower, r), whole(bounds[r].upper, r)};
     d.lower.push_back(b.lower);
     d.upper.push_back(b.upper);
     std::vector<int64_t> shape{K_};
@@ -464,7 +524,7 @@ Domain ReluBab::make_root(const std::vector<Interval>& bounds,
     const auto it = output_alpha.find(relus_[r]);
     d.alpha.push_back(
         it != output_alpha.end()
-            ? it->second
+            ? whole(it->second, r)
             : g_.node(relus_[r]).op->initial_relaxation_params(b).expand(shape).clone());
     d.beta.push_back(at::zeros(shape, b.lower.options()));
     d.split.push_back(at::zeros_like(b.lower));

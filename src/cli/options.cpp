@@ -159,8 +159,7 @@ const std::vector<OptionSpec>& table() {
            [](RunOptions & r) -> auto& { return r.verify.timeout_s; }, finite_number(false))},
       {"shard", Applies::kBoth,
        "sharding over the ranks (verify: over the ranks of each domain group): none, fsdp, tp "
-       "(tensor parallel, IBP inside zones) or tp-exact (tensor parallel, CROWN inside zones; "
-       "bounds only)",
+       "(tensor parallel, IBP inside zones) or tp-exact (tensor parallel, CROWN inside zones)",
        field([](RunOptions & r) -> auto& { return r.shard; })},
       {"spec-parallel", Applies::kBoth,
        "split the rows of every backward pass across the ranks (verify: the domains of each "

@@ -294,11 +294,12 @@ int run_verify(const RunOptions& a) {
       throw InvalidArgument("--domain-groups " + std::to_string(a.domain_groups) +
                             " does not divide the " + std::to_string(world->size()) + " ranks");
     }
-    if (sharding::is_tensor_parallel(a.shard)) {
+    if (sharding::is_tensor_parallel(a.shard) && a.spec_parallel &&
+        world->size() > a.domain_groups) {
       throw UnsupportedError(
-          "verify --shard " + std::string(enum_name(a.shard)) +
-          ": branch and bound over tensor-parallel layers (split decisions on sharded neurons) "
-          "is not built yet; use --shard fsdp or none");
+          "verify --spec-parallel gives the ranks of a group different domains; "
+          "--shard " +
+          std::string(enum_name(a.shard)) + " needs every rank of a group in the same passes");
     }
     loaded.emplace(load_problem_input(a.model, a.vnnlib));
     if (a.spec_parallel && world->size() > a.domain_groups) {  // groups of several ranks
@@ -345,6 +346,10 @@ int run_verify(const RunOptions& a) {
   }
   o.bound.crown_batch_size = a.bound.crown_batch_size;
   o.bound.conv_mode = a.bound.conv_mode;
+  // --shard tp keeps the IBP bounds of tensor-parallel neurons (the reference work's scheme).
+  if (a.shard == sharding::ShardPlan::kTp) {
+    o.bound.sharded_intermediate = ShardedIntermediate::kIbp;
+  }
   // Input splitting bounds many small boxes of a small network: CROWN on every neuron
   // (intersected with IBP) costs little there and tightens every box.
   const bool tight = a.intermediate == Intermediate::kTight ||

@@ -41,6 +41,14 @@ class BoundLinearTPCol final : public LinearMaps {
   OpTraits traits() const override { return {.affine = true, .mixes_elements = true}; }
   const OutputShard* output_shard() const override { return &shard_; }
 
+  // A replicated input -> this rank's neurons; differentiated (PGD's gradient through the
+  // network), the input's gradient is this rank's share.
+  at::Tensor forward(std::span<const at::Tensor> x) const override {
+    if (!differentiable({&x[0]})) return LinearMaps::forward(x);
+    const at::Tensor shared = collective::copy_to_shards(x[0], group_);
+    return LinearMaps::forward(std::span<const at::Tensor>(&shared, 1));
+  }
+
   // Replicated input bounds -> this rank's neurons: the input's gradient is this rank's share.
   Interval ibp(std::span<const Interval* const> x) const override {
     if (!differentiable({&x[0]->lower, &x[0]->upper})) return LinearMaps::ibp(x);
@@ -164,7 +172,11 @@ class BoundLinearTPRow final : public LinearMaps {
   // x [B, w] (this rank's slice) -> x·W_rᵀ, a partial sum over ranks; AllReduce, then + b.
   at::Tensor forward(std::span<const at::Tensor> x) const override {
     at::Tensor y = apply(x[0], weight().to(x[0].scalar_type()), at::Tensor()).contiguous();
-    group_->all_reduce(y, collective::ReduceOp::kSum);
+    if (differentiable({&y})) {
+      y = collective::reduce_from_shards(y, group_);
+    } else {
+      group_->all_reduce(y, collective::ReduceOp::kSum);
+    }
     const at::Tensor b = bias();
     return b.defined() ? y + b : y;
   }
