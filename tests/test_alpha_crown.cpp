@@ -310,6 +310,95 @@ TEST(AlphaCrown, WideConvolutionalStartSharesAlphaPerChannel) {
   expect_contains(a.bounds, outputs(g, x, at::Tensor()), "wide convnet alpha soundness");
 }
 
+TEST(AlphaCrown, SparseAlphaHoldsRowsForUnstableNeuronsOnly) {
+  // auto_LiRPA's sparse α: an intermediate start whose passes bound only its neurons unstable
+  // under CROWN has α rows for those alone; a row stable there gets the fixed initial slopes.
+  BoundGraph g = random_convnet();
+  at::Generator gen = at::detail::createCPUGenerator(7);
+  const InputBox box = image_box(gen, 0.02);
+  CrownEngine engine(g, box, {});
+  engine.compute_intermediate_bounds();
+  std::vector<std::optional<Interval>> crown(size_t(g.size()));
+  std::vector<int> convs;
+  for (int i = 1; i < g.size(); ++i) {
+    if (!g.is_pre_activation(i)) continue;
+    crown[size_t(i)] = engine.bounds(i);
+    if (g.node(i).shape.size() == 4) convs.push_back(i);
+  }
+  ASSERT_EQ(convs.size(), 2U);
+  const int start = convs[1];
+  const Interval& b = *crown[size_t(start)];
+  const at::Tensor unstable = ((b.lower < 0) & (b.upper > 0)).reshape({-1});
+  const int64_t n = unstable.numel();
+  const int64_t k = unstable.sum().item<int64_t>();
+  ASSERT_GT(k, 0) << "the box must leave some neurons of the second convolution unstable";
+  ASSERT_LT(double(k), 0.9 * double(n)) << "and most of them stable";
+  int relu = -1;  // the ReLU after the first convolution
+  for (int i = 1; i < g.size(); ++i) {
+    if (g.node(i).inputs == std::vector<int>{convs[0]}) relu = i;
+  }
+  ASSERT_GE(relu, 0);
+  const Interval* in[] = {&*crown[size_t(convs[0])]};
+  const at::Tensor all = at::arange(n, at::kLong);
+  AlphaSlopes dense(g, 10);
+  dense.initialise_from(crown);
+  AlphaSlopes sparse(g, 10);
+  sparse.initialise_from(crown, BoundOptions{});
+  const RelaxParams d = dense.params(start, relu, all, in);
+  const RelaxParams s = sparse.params(start, relu, all, in);
+  EXPECT_EQ(dense.get(start, relu).size(1), n);
+  EXPECT_EQ(sparse.get(start, relu).size(1), k) << "one α row per unstable neuron";
+  EXPECT_TRUE(at::equal(d.alpha_l, s.alpha_l)) << "the same initial slopes on every row";
+  // The first unstable neuron's row is α position 0; a stable row keeps the initial slopes.
+  {
+    c10::NoGradGuard no_grad;
+    sparse.get(start, relu)[0][0].fill_(0.25);
+  }
+  const int64_t first = unstable.nonzero()[0].item<int64_t>();
+  const int64_t stable = (~unstable).nonzero()[0].item<int64_t>();
+  const RelaxParams q =
+      sparse.params(start, relu, at::tensor(std::vector<int64_t>{first, stable}, at::kLong), in);
+  EXPECT_TRUE(at::equal(q.alpha_l[0], at::full_like(q.alpha_l[0], 0.25)));
+  EXPECT_TRUE(at::equal(q.alpha_l[1], d.alpha_l[stable]));
+  // α-CROWN with sparse α (its default) stays sound and not looser than CROWN.
+  AlphaOptions ao;
+  ao.iterations = 3;
+  const AlphaResult a = alpha_crown(g, box, at::Tensor(), ao);
+  expect_not_looser(a.bounds, compute_bounds(g, box, Method::kCrown), kTightTol,
+                    "sparse alpha vs crown");
+  const at::Tensor x = sample_box(gen, box.lower, box.upper, 300, 100);
+  expect_contains(a.bounds, outputs(g, x, at::Tensor()), "sparse alpha soundness");
+}
+
+TEST(AlphaCrown, StopsOnceTheGoalIsProved) {
+  const auto& c = kMlps[0];
+  BoundGraph g = io::make_random_mlp(c.in, c.hidden, c.depth, c.out, c.seed);
+  at::Generator gen = at::detail::createCPUGenerator(c.seed * 31 + 7);
+  const InputBox box = random_box(gen, c.in, 2 * c.radius, at::kFloat);
+  const Interval crown = compute_bounds(g, box, Method::kCrown);
+  AlphaOptions ao;
+  ao.iterations = 20;
+  ao.early_stop_patience = 100;
+  const AlphaResult full = alpha_crown(g, box, at::Tensor(), ao, {}, true, false);
+  ASSERT_EQ(full.iterations_run, 20);
+  const double crown_sum = crown.lower.sum().item<double>();
+  const double alpha_sum = full.bounds.lower.sum().item<double>();
+  ASSERT_GT(alpha_sum, crown_sum + 1e-4) << "α must improve on CROWN here";
+  // A goal CROWN meets: no α step, CROWN's bounds (and intermediate bounds) returned.
+  ao.proved = [&](const at::Tensor& lb) { return lb.sum().item<double>() >= crown_sum - 1e-6; };
+  const AlphaResult at_crown = alpha_crown(g, box, at::Tensor(), ao, {}, true, false);
+  EXPECT_EQ(at_crown.iterations_run, 0);
+  EXPECT_TRUE(at::allclose(at_crown.bounds.lower, crown.lower, 1e-6, 1e-6));
+  EXPECT_TRUE(at_crown.intermediate[size_t(g.output() - 1)].has_value());
+  // A goal halfway to α's result: it stops after some steps, not all, having met it.
+  const double half = (crown_sum + alpha_sum) / 2;
+  ao.proved = [&](const at::Tensor& lb) { return lb.sum().item<double>() >= half; };
+  const AlphaResult midway = alpha_crown(g, box, at::Tensor(), ao, {}, true, false);
+  EXPECT_GT(midway.iterations_run, 0);
+  EXPECT_LT(midway.iterations_run, 20);
+  EXPECT_GE(midway.bounds.lower.sum().item<double>(), half);
+}
+
 TEST(AlphaCrown, MoreIterationsNeverLooser) {
   // With the reference-saving iteration fixed (by default it is half the iteration count), a
   // shorter run follows a prefix of a longer run's path, and the result is the best over the

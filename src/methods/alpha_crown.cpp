@@ -39,6 +39,23 @@ int64_t AlphaSlopes::positions_per_row(int start) const {
   return unstable > kSharedAlphaThreshold ? shape[2] * shape[3] : 1;
 }
 
+at::Tensor AlphaSlopes::sparse_positions(int start) const {
+  if (!sparse_ || sparse_->scheme == IntermediateScheme::kTight || start == g_.output() ||
+      size_t(start) >= init_.size() || !init_[size_t(start)] || !g_.feeds_splittable(start) ||
+      g_.node(start).op->output_shard() != nullptr) {
+    return {};
+  }
+  const Interval& b = *init_[size_t(start)];
+  const int64_t n = g_.node_numel(start);
+  const at::Tensor unstable =
+      ((b.lower < 0) & (b.upper > 0)).reshape({b.lower.size(0), n}).any(0).cpu();  // [n]
+  const int64_t k = unstable.sum().item<int64_t>();
+  // As CrownEngine::refine: more than minimum_sparsity unstable bounds every neuron.
+  if (k == n || double(k) > sparse_->minimum_sparsity * double(n)) return {};
+  const at::Tensor rank = unstable.to(at::kLong).cumsum(0) - 1;
+  return at::where(unstable, rank, at::full_like(rank, -1));
+}
+
 RelaxParams AlphaSlopes::params(int start, int node, const at::Tensor& rows,
                                 std::span<const Interval* const> in) {
   auto [it, inserted] = alpha_.try_emplace({start, node});
@@ -53,8 +70,18 @@ RelaxParams AlphaSlopes::params(int start, int node, const at::Tensor& rows,
                       : shard != nullptr   ? shard->global
                                            : g_.node_numel(start);
     const RowRange own = owned_rows(n, size_, rank_);
-    s.first = own.begin / s.per_row;
-    const int64_t r = std::max<int64_t>(1, (own.end + s.per_row - 1) / s.per_row - s.first);
+    if (s.per_row == 1) s.position = sparse_positions(start);
+    int64_t r = 0;
+    if (s.position.defined()) {
+      // The unstable neurons among this rank's ids, in id order (none: no row at all).
+      const at::Tensor mine = s.position.slice(0, own.begin, own.end);
+      const at::Tensor held = mine.masked_select(mine.ge(0));
+      s.first = held.numel() > 0 ? held.min().item<int64_t>() : 0;
+      r = held.numel();
+    } else {
+      s.first = own.begin / s.per_row;
+      r = std::max<int64_t>(1, (own.end + s.per_row - 1) / s.per_row - s.first);
+    }
     const int input = g_.node(node).inputs.front();
     const bool given = size_t(input) < init_.size() && init_[size_t(input)].has_value();
     // [*P]: [B, *shape] or [k, B, *shape] (BoundNode::initial_relaxation_params)
@@ -63,20 +90,44 @@ RelaxParams AlphaSlopes::params(int start, int node, const at::Tensor& rows,
     std::vector<int64_t> full{2, r};
     full.insert(full.end(), init.sizes().begin(), init.sizes().end());
     s.alpha = init.detach().unsqueeze(0).unsqueeze(0).expand(full).clone().requires_grad_(true);
+    if (s.position.defined()) {
+      full[1] = 1;
+      s.fixed = init.detach().unsqueeze(0).unsqueeze(0).expand(full).clone();
+      s.position = s.position.to(rows.device());
+    }
   }
-  at::Tensor& a = it->second.alpha;  // [2, rows, *P]
+  Slopes& s = it->second;
+  at::Tensor& a = s.alpha;  // [2, rows, *P]
   {
     // Projected at use onto what is sound for this pass's input bounds, in place on the leaf
     // (the optimiser continues from the projected value), as auto_LiRPA clips its α.
     c10::NoGradGuard no_grad;
     g_.node(node).op->project_relaxation_params(a, *in[0]);
+    if (s.fixed.defined()) g_.node(node).op->project_relaxation_params(s.fixed, *in[0]);
   }
-  at::Tensor idx = it->second.per_row == 1 ? rows : at::floor_divide(rows, it->second.per_row);
+  if (s.position.defined()) {
+    // Rows with an α position here take it; the others (stable under the initial bounds, or
+    // another rank's, or a spec-parallel filler) the fixed initial slopes.
+    const at::Tensor at_row = s.position.index_select(0, rows) - s.first;  // [rows]
+    const at::Tensor held = (at_row >= 0) & (at_row < a.size(1));
+    std::vector<int64_t> shape(size_t(a.dim() - 1), 1);  // [rows, 1, ...]
+    shape[0] = rows.numel();
+    const at::Tensor keep = held.reshape(shape);
+    std::vector<int64_t> out(a.sizes().begin() + 1, a.sizes().end());  // [rows, *P]
+    out[0] = rows.numel();
+    const auto side = [&](int k) {
+      if (a.size(1) == 0) return s.fixed[k].expand(out).clone();
+      const at::Tensor chosen = a[k].index_select(0, at_row.clamp(0, a.size(1) - 1));
+      return at::where(keep, chosen, s.fixed[k]);
+    };
+    return {side(0), side(1), {}, {}};
+  }
+  at::Tensor idx = s.per_row == 1 ? rows : at::floor_divide(rows, s.per_row);
   if (size_ > 1) {
     // Spec-parallel: ids this rank owns map into its rows. The only others a pass carries are
     // the filler rows that pad a rank's share (CrownEngine::bound_rows), whose bounds are
     // dropped: any sound α serves them.
-    idx = (idx - it->second.first).clamp(0, a.size(1) - 1);
+    idx = (idx - s.first).clamp(0, a.size(1) - 1);
   }
   return {a[0].index_select(0, idx), a[1].index_select(0, idx), {}, {}};
 }
@@ -130,13 +181,26 @@ AlphaResult alpha_crown(const BoundGraph& g, const InputBox& box, const at::Tens
     for (int i = 1; i < g.size(); ++i) {
       if (g.is_pre_activation(i)) crown_bounds[size_t(i)] = engine.bounds(i);
     }
+    if (lower && alpha.proved) {
+      // CROWN's own output bounds may meet the goal already (auto_LiRPA's init_alpha bounds the
+      // output too, and α,β-CROWN stops there): no α, and none of α's autograd memory.
+      const at::Tensor lb = engine.output_bounds(C, true, false).lower;
+      if (alpha.proved(lb)) {
+        for (int i = 1; i < g.size(); ++i) {
+          if (i != g.output()) result.intermediate[size_t(i)] = engine.bounds(i);
+        }
+        result.bounds.lower = lb;
+        if (upper) result.bounds.upper = engine.output_bounds(C, false, true).upper;
+        return result;
+      }
+    }
   }
   // auto_LiRPA optimises the upper bounds first, then the lower bounds, each from fresh α.
   for (const bool lower_side : {false, true}) {
     if (lower_side ? !lower : !upper) continue;
     AlphaSlopes slopes(g, spec_rows, spec_comm ? spec_comm->rank() : 0,
                        spec_comm ? spec_comm->size() : 1);
-    slopes.initialise_from(crown_bounds);
+    slopes.initialise_from(crown_bounds, options);
     Adam adam(alpha.lr);
     at::Tensor best;      // [batch, spec], auto_LiRPA's best: moves on improving iterations only
     at::Tensor tightest;  // [batch, spec], elementwise best over every iteration: the result
@@ -211,6 +275,7 @@ AlphaResult alpha_crown(const BoundGraph& g, const InputBox& box, const at::Tens
         }
       }
       if (stale > alpha.early_stop_patience) break;
+      if (lower_side && alpha.proved && alpha.proved(tightest)) break;
       at::Tensor loss = lower_side ? -b.sum() : b.sum();
       // Spec-parallel: every rank holds the whole (gathered) bound and differentiates 1/P of the
       // loss; the gathers' backward sums the ranks' shares (collective/autograd.hpp, partial).

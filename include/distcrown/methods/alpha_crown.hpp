@@ -17,6 +17,7 @@
 // bounds are sound, so the result is the elementwise best over the iterations — never looser than
 // CROWN (iteration 0 is CROWN).
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <utility>
@@ -44,6 +45,10 @@ struct AlphaOptions {
   /// Stop optimising once it has expired (checked between iterations; the best bounds so far
   /// are returned). With an agreement (Deadline::agreed_by) every rank stops at the same one.
   Deadline deadline;
+  /// The lower side stops once this returns true for its bounds so far ([batch, spec]): the
+  /// caller's goal is met (auto_LiRPA's stop_criterion_func; verify: every disjunct proved).
+  /// CROWN's bounds are tried first: when they meet it, no α is optimised (iterations_run 0).
+  std::function<bool(const at::Tensor&)> proved;
 };
 
 /// The α tensors, created on first use from the node's CROWN slopes.
@@ -63,7 +68,18 @@ class AlphaSlopes final : public RelaxationHook {
   /// plain CROWN pass, while our lower side's first pass already uses the upper side's
   /// reference); a convolutional start node with more than 512 neurons unstable under them gets
   /// one α per channel, shared over its positions, as in auto_LiRPA.
-  void initialise_from(std::vector<std::optional<Interval>> bounds) { init_ = std::move(bounds); }
+  ///
+  /// With `options` (the passes' own), an intermediate start whose passes will bound only the
+  /// neurons unstable under these bounds (auto_LiRPA's sparse intermediate bounds: not the tight
+  /// scheme, a start feeding a splittable node, at most minimum_sparsity of its neurons) gets α
+  /// rows for those neurons alone, as auto_LiRPA's sparse α: a 32×32 convolution with a few
+  /// hundred unstable neurons holds hundreds of rows, not 32,768. Another row a pass asks for
+  /// (only while the reference is still looser than these bounds) gets the fixed initial slopes.
+  void initialise_from(std::vector<std::optional<Interval>> bounds,
+                       std::optional<BoundOptions> options = std::nullopt) {
+    init_ = std::move(bounds);
+    sparse_ = std::move(options);
+  }
 
   /// Leaf tensors, in a fixed order.
   [[nodiscard]] std::vector<at::Tensor> parameters() const;
@@ -82,12 +98,19 @@ class AlphaSlopes final : public RelaxationHook {
   /// Neurons of `start` that share one row of α: H·W for a shared convolutional start, else 1.
   [[nodiscard]] int64_t positions_per_row(int start) const;
 
+  /// Sparse α of an intermediate start (initialise_from): [n] LongTensor, the rank of each
+  /// neuron among the start's unstable ones, −1 for the others; undefined: every neuron a row.
+  [[nodiscard]] at::Tensor sparse_positions(int start) const;
+
   struct Slopes {
     at::Tensor alpha;  // [2, rows, *P]: α rows [first, first + rows)
     int64_t per_row = 1;
     int64_t first = 0;
+    at::Tensor position;  // sparse: row id -> α position (sparse_positions), else undefined
+    at::Tensor fixed;     // sparse: [2, 1, *P] initial slopes of the rows without α
   };
   std::vector<std::optional<Interval>> init_;
+  std::optional<BoundOptions> sparse_;
   std::map<std::pair<int, int>, Slopes> alpha_;
 };
 
