@@ -71,6 +71,7 @@ std::optional<Counterexample> pgd_attack(const BoundGraph& g, const io::VnnlibCa
   const int64_t N = x.size(0);
   // Each start attacks the disjunct closest to holding there.
   for (int step = 0; step < options.steps; ++step) {
+    if (options.heartbeat != nullptr) options.heartbeat->beat();
     if (options.deadline.expired()) break;
     at::Tensor xv = x.detach().requires_grad_(true);
     at::Tensor loss;

@@ -45,6 +45,7 @@ VerifyResult decide(const BoundGraph& g, const io::VnnlibProperty& property,
   // 1. Attack every box.
   VerifyOptions o = options;
   o.bab.attack.deadline = deadline;
+  o.bab.attack.heartbeat = &progress;
   o.bab.reporter = &progress;
   // Every bounding pass stops at the deadline and prints the progress from inside.
   o.bound.checkpoint = Checkpoint{deadline, &progress};
@@ -61,6 +62,7 @@ VerifyResult decide(const BoundGraph& g, const io::VnnlibProperty& property,
   bool unknown = false;
   std::string unknown_reason;
   int64_t rounds = 0;
+  bool crown_proved = true;  // every root proved by CROWN's bounds, without α steps
   for (size_t i = 0; i < property.cases.size(); ++i) {
     const io::VnnlibCase& c = property.cases[i];
     const std::vector<Objective>& objs = objectives[i];
@@ -82,17 +84,34 @@ VerifyResult decide(const BoundGraph& g, const io::VnnlibProperty& property,
       ao.iterations = options.bab.root_iterations;
       ao.lr = options.bab.root_lr;
       ao.deadline = deadline;
+      // Disjunct d (its rows [row, row + k) of the bounds [1, K]) is proved when one of its rows
+      // is: its constraints cannot all hold.
+      const auto proves = [&](const at::Tensor& lb, size_t d, int64_t row) {
+        const int64_t k = objs[d].rhs.size(0);
+        return k > 0 && (lb.slice(1, row, row + k).to(at::kDouble).cpu() - objs[d].rhs)
+                            .amax(1)
+                            .gt(0)
+                            .all()
+                            .item<bool>();
+      };
+      // No more α steps once every disjunct is proved (CROWN's first pass often does it).
+      ao.proved = [&](const at::Tensor& lb) {
+        if (!at::isfinite(lb).all().item<bool>()) return false;
+        int64_t row = 0;
+        for (size_t d = 0; d < objs.size(); ++d) {
+          if (!proves(lb, d, row)) return false;
+          row += objs[d].rhs.size(0);
+        }
+        return true;
+      };
       const AlphaResult root = alpha_crown(g, box, at::cat(C, 0), ao, o.bound, true, false);
+      crown_proved = crown_proved && root.iterations_run == 0;
       const at::Tensor& lb = root.bounds.lower;
       require_finite({lb, at::Tensor()});  // an answer must never rest on NaN bounds
       int64_t row = 0;
       for (size_t d = 0; d < objs.size(); ++d) {
         const int64_t k = objs[d].rhs.size(0);
-        proved[d] = k > 0 && (lb.slice(1, row, row + k).to(at::kDouble).cpu() - objs[d].rhs)
-                                 .amax(1)
-                                 .gt(0)
-                                 .all()
-                                 .item<bool>();
+        proved[d] = proves(lb, d, row);
         // Branch and bound on this disjunct starts from this run: its intermediate bounds and
         // its rows of the output α (β-CROWN's start; no second α-CROWN per disjunct).
         RootStart& s = starts[d];
@@ -182,7 +201,7 @@ VerifyResult decide(const BoundGraph& g, const io::VnnlibProperty& property,
   }
   if (unknown) return finish(Verdict::kUnknown, unknown_reason);
   if (!input_split && r.domains_bounded == 0) {
-    return finish(Verdict::kUnsat, "alpha-CROWN at the root");
+    return finish(Verdict::kUnsat, crown_proved ? "CROWN at the root" : "alpha-CROWN at the root");
   }
   return finish(Verdict::kUnsat, std::string(input_split ? "input" : "relu") +
                                      " branch and bound, " + std::to_string(rounds) + " rounds");

@@ -33,6 +33,8 @@ struct AttackOptions {
   uint64_t seed = 0;
   /// Give up once it has expired (checked between steps).
   Deadline deadline;
+  /// Beaten every step (verify's progress line: a step of a large network takes seconds).
+  Heartbeat* heartbeat = nullptr;  // not owned; may be null
 };
 
 /// PGD over the case's box minimising, for each disjunct, its margin (then the best); the
