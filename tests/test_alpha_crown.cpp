@@ -258,34 +258,63 @@ TEST(AlphaCrown, ConvnetTighterThanCrownAndSound) {
   expect_contains(a.bounds, outputs(g, x, at::Tensor()), "convnet alpha soundness");
 }
 
+// CROWN's intermediate bounds of random_convnet() over `box` (by node), its second convolution
+// (the start: [1, 32, 7, 7]) and the ReLU after its first (a node below that start).
+struct ConvStart {
+  std::vector<std::optional<Interval>> crown;
+  std::vector<int> convs;  // pre-activation nodes shaped [1, C, H, W]
+  int start = -1;
+  int relu = -1;
+};
+
+ConvStart second_conv_start(const BoundGraph& g, const InputBox& box) {
+  CrownEngine engine(g, box, {});
+  engine.compute_intermediate_bounds();
+  ConvStart c;
+  c.crown.resize(size_t(g.size()));
+  for (int i = 1; i < g.size(); ++i) {
+    if (!g.is_pre_activation(i)) continue;
+    c.crown[size_t(i)] = engine.bounds(i);
+    if (g.node(i).shape.size() == 4) c.convs.push_back(i);
+  }
+  if (c.convs.size() != 2U) return c;
+  c.start = c.convs[1];
+  for (int i = 1; i < g.size(); ++i) {
+    if (g.node(i).inputs == std::vector<int>{c.convs[0]}) c.relu = i;
+  }
+  return c;
+}
+
+// α-CROWN (3 iterations) on random_convnet() over `box`: not looser than CROWN and sound on
+// samples.
+void expect_alpha_tight_and_sound(const BoundGraph& g, const InputBox& box, at::Generator& gen,
+                                  const std::string& what) {
+  AlphaOptions ao;
+  ao.iterations = 3;
+  const AlphaResult a = alpha_crown(g, box, at::Tensor(), ao);
+  expect_not_looser(a.bounds, compute_bounds(g, box, Method::kCrown), kTightTol,
+                    what + " alpha vs crown");
+  const at::Tensor x = sample_box(gen, box.lower, box.upper, 300, 100);
+  expect_contains(a.bounds, outputs(g, x, at::Tensor()), what + " alpha soundness");
+}
+
 TEST(AlphaCrown, WideConvolutionalStartSharesAlphaPerChannel) {
   // auto_LiRPA's use_full_conv_alpha_thresh: a convolutional start node with more than 512
   // neurons unstable under CROWN gets one α per channel for the ReLUs below it.
   BoundGraph g = random_convnet();
   at::Generator gen = at::detail::createCPUGenerator(7);
   const InputBox box = image_box(gen, 0.3);
-  CrownEngine engine(g, box, {});
-  engine.compute_intermediate_bounds();
-  std::vector<std::optional<Interval>> crown(size_t(g.size()));
-  std::vector<int> convs;  // pre-activation nodes shaped [1, C, H, W]
-  for (int i = 1; i < g.size(); ++i) {
-    if (!g.is_pre_activation(i)) continue;
-    crown[size_t(i)] = engine.bounds(i);
-    if (g.node(i).shape.size() == 4) convs.push_back(i);
-  }
-  ASSERT_EQ(convs.size(), 2U);
-  const int start = convs[1];  // Conv(16 -> 32): [1, 32, 7, 7]
-  const Interval& b = *crown[size_t(start)];
+  const ConvStart c = second_conv_start(g, box);
+  ASSERT_EQ(c.convs.size(), 2U);
+  const int start = c.start;  // Conv(16 -> 32): [1, 32, 7, 7]
+  const Interval& b = *c.crown[size_t(start)];
   ASSERT_GT(((b.lower < 0) & (b.upper > 0)).sum().item<int64_t>(), 512)
       << "the box must leave more than 512 neurons of the second convolution unstable";
-  int relu = -1;  // the ReLU after the first convolution
-  for (int i = 1; i < g.size(); ++i) {
-    if (g.node(i).inputs == std::vector<int>{convs[0]}) relu = i;
-  }
+  const int relu = c.relu;
   ASSERT_GE(relu, 0);
   AlphaSlopes slopes(g, 10);
-  slopes.initialise_from(crown);
-  const Interval* in[] = {&*crown[size_t(convs[0])]};
+  slopes.initialise_from(c.crown);
+  const Interval* in[] = {&*c.crown[size_t(c.convs[0])]};
   // Rows 0 and 48 lie in channel 0 (7·7 positions per channel), row 49 in channel 1.
   const at::Tensor rows = at::tensor(std::vector<int64_t>{0, 48, 49}, at::kLong);
   const RelaxParams p = slopes.params(start, relu, rows, in);
@@ -301,13 +330,7 @@ TEST(AlphaCrown, WideConvolutionalStartSharesAlphaPerChannel) {
   EXPECT_TRUE(at::equal(q.alpha_l[0], q.alpha_l[1]));
   EXPECT_FALSE(at::equal(q.alpha_l[0], q.alpha_l[2]));
   // And the optimisation with shared α stays sound and not looser than CROWN.
-  AlphaOptions ao;
-  ao.iterations = 3;
-  const AlphaResult a = alpha_crown(g, box, at::Tensor(), ao);
-  expect_not_looser(a.bounds, compute_bounds(g, box, Method::kCrown), kTightTol,
-                    "wide convnet alpha vs crown");
-  const at::Tensor x = sample_box(gen, box.lower, box.upper, 300, 100);
-  expect_contains(a.bounds, outputs(g, x, at::Tensor()), "wide convnet alpha soundness");
+  expect_alpha_tight_and_sound(g, box, gen, "wide convnet");
 }
 
 TEST(AlphaCrown, SparseAlphaHoldsRowsForUnstableNeuronsOnly) {
@@ -316,29 +339,19 @@ TEST(AlphaCrown, SparseAlphaHoldsRowsForUnstableNeuronsOnly) {
   BoundGraph g = random_convnet();
   at::Generator gen = at::detail::createCPUGenerator(7);
   const InputBox box = image_box(gen, 0.02);
-  CrownEngine engine(g, box, {});
-  engine.compute_intermediate_bounds();
-  std::vector<std::optional<Interval>> crown(size_t(g.size()));
-  std::vector<int> convs;
-  for (int i = 1; i < g.size(); ++i) {
-    if (!g.is_pre_activation(i)) continue;
-    crown[size_t(i)] = engine.bounds(i);
-    if (g.node(i).shape.size() == 4) convs.push_back(i);
-  }
-  ASSERT_EQ(convs.size(), 2U);
-  const int start = convs[1];
+  const ConvStart c = second_conv_start(g, box);
+  ASSERT_EQ(c.convs.size(), 2U);
+  const int start = c.start;
+  const std::vector<std::optional<Interval>>& crown = c.crown;
   const Interval& b = *crown[size_t(start)];
   const at::Tensor unstable = ((b.lower < 0) & (b.upper > 0)).reshape({-1});
   const int64_t n = unstable.numel();
   const int64_t k = unstable.sum().item<int64_t>();
   ASSERT_GT(k, 0) << "the box must leave some neurons of the second convolution unstable";
   ASSERT_LT(double(k), 0.9 * double(n)) << "and most of them stable";
-  int relu = -1;  // the ReLU after the first convolution
-  for (int i = 1; i < g.size(); ++i) {
-    if (g.node(i).inputs == std::vector<int>{convs[0]}) relu = i;
-  }
+  const int relu = c.relu;  // the ReLU after the first convolution
   ASSERT_GE(relu, 0);
-  const Interval* in[] = {&*crown[size_t(convs[0])]};
+  const Interval* in[] = {&*crown[size_t(c.convs[0])]};
   const at::Tensor all = at::arange(n, at::kLong);
   AlphaSlopes dense(g, 10);
   dense.initialise_from(crown);
@@ -361,13 +374,7 @@ TEST(AlphaCrown, SparseAlphaHoldsRowsForUnstableNeuronsOnly) {
   EXPECT_TRUE(at::equal(q.alpha_l[0], at::full_like(q.alpha_l[0], 0.25)));
   EXPECT_TRUE(at::equal(q.alpha_l[1], d.alpha_l[stable]));
   // α-CROWN with sparse α (its default) stays sound and not looser than CROWN.
-  AlphaOptions ao;
-  ao.iterations = 3;
-  const AlphaResult a = alpha_crown(g, box, at::Tensor(), ao);
-  expect_not_looser(a.bounds, compute_bounds(g, box, Method::kCrown), kTightTol,
-                    "sparse alpha vs crown");
-  const at::Tensor x = sample_box(gen, box.lower, box.upper, 300, 100);
-  expect_contains(a.bounds, outputs(g, x, at::Tensor()), "sparse alpha soundness");
+  expect_alpha_tight_and_sound(g, box, gen, "sparse");
 }
 
 TEST(AlphaCrown, StopsOnceTheGoalIsProved) {

@@ -8,6 +8,7 @@
 //   tp          sound (sampled outputs inside), equal to one process with a single zone; on the
 //               3-zone mnist net it is looser at P > 1 (the drift the exact mode removes)
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -153,44 +154,41 @@ TEST(TensorParallel, PartitionBuildsBalancedZones) {
   }
 }
 
-TEST(TensorParallel, ForwardMatchesPlainGraph) {
-  c10::NoGradGuard no_grad;
+// `of` (a tensor computed from a graph and the model) on the plain graph and on its
+// tensor-parallel partition: equal within 1e-5·max(1, |want|) on every random model.
+void expect_partition_matches_plain(
+    const std::function<at::Tensor(const BoundGraph&, const Model&)>& of) {
   const collective::CommPtr comm = world();
   for (const Model& m : random_models()) {
     SCOPED_TRACE(m.name);
     const BoundGraph plain = io::load_onnx_bytes(m.bytes, m.name);
     BoundGraph tp = io::load_onnx_bytes(m.bytes, m.name);
     sharding::partition_tensor_parallel(tp, comm);
-    const at::Tensor x = (m.box.lower + m.box.upper) / 2;
-    const at::Tensor want = plain.forward(x);
-    const at::Tensor got = tp.forward(x);
+    const at::Tensor want = of(plain, m);
+    const at::Tensor got = of(tp, m);
+    ASSERT_TRUE(got.defined());
     EXPECT_LE((want - got).abs().max().item<double>(),
               1e-5 * std::max(1.0, want.abs().max().item<double>()));
   }
+}
+
+TEST(TensorParallel, ForwardMatchesPlainGraph) {
+  c10::NoGradGuard no_grad;
+  expect_partition_matches_plain([](const BoundGraph& g, const Model& m) {
+    return g.forward((m.box.lower + m.box.upper) / 2);
+  });
 }
 
 TEST(TensorParallel, InputGradientMatchesPlainGraph) {
   // PGD differentiates the network's outputs by its input: the zones' forward collectives carry
   // the gradient (a Col's input through copy_to_shards, a Row's partial sums through
   // reduce_from_shards), so every rank gets the whole gradient, not its zone share's.
-  const collective::CommPtr comm = world();
-  for (const Model& m : random_models()) {
-    SCOPED_TRACE(m.name);
-    const BoundGraph plain = io::load_onnx_bytes(m.bytes, m.name);
-    BoundGraph tp = io::load_onnx_bytes(m.bytes, m.name);
-    sharding::partition_tensor_parallel(tp, comm);
-    const auto gradient = [&](const BoundGraph& g) {
-      const at::Tensor x = ((m.box.lower + m.box.upper) / 2).detach().requires_grad_(true);
-      const at::Tensor y = g.forward(x);
-      (y * at::arange(1, y.numel() + 1, y.options()).reshape(y.sizes())).sum().backward();
-      return x.grad();
-    };
-    const at::Tensor want = gradient(plain);
-    const at::Tensor got = gradient(tp);
-    ASSERT_TRUE(got.defined());
-    EXPECT_LE((want - got).abs().max().item<double>(),
-              1e-5 * std::max(1.0, want.abs().max().item<double>()));
-  }
+  expect_partition_matches_plain([](const BoundGraph& g, const Model& m) {
+    const at::Tensor x = ((m.box.lower + m.box.upper) / 2).detach().requires_grad_(true);
+    const at::Tensor y = g.forward(x);
+    (y * at::arange(1, y.numel() + 1, y.options()).reshape(y.sizes())).sum().backward();
+    return x.grad();
+  });
 }
 
 struct Setting {
