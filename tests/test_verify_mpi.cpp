@@ -112,6 +112,19 @@ class VerifyMpi : public ::testing::Test {
       }
       EXPECT_EQ(j["memory"]["ranks"].size(), size_t(layout.ranks));
       EXPECT_EQ(j["spec_parallel"], layout.spec);
+      // The weights each rank holds between uses: all of them, or under FSDP its share of the
+      // group's (shards padded to equal length: a few bytes a tensor).
+      const int64_t all = one["memory"]["ranks"][0]["param_bytes"].get<int64_t>();
+      const int64_t group_size = layout.ranks / layout.groups;
+      for (const json& rank : j["memory"]["ranks"]) {
+        const int64_t held = rank["param_bytes"].get<int64_t>();
+        if (layout.shard == "none") {
+          EXPECT_EQ(held, all);
+        } else if (layout.shard == "fsdp") {
+          EXPECT_LE(held, all / group_size + 1024) << j.dump();
+          EXPECT_GE(held, all / group_size - 1024) << j.dump();
+        }
+      }
     }
   }
 

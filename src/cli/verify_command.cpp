@@ -140,9 +140,10 @@ void write_report(const std::string& path, const std::string& verdict, double se
 // ranks' layout and the branch and bound's counts.
 nlohmann::json run_facts(const RunOptions& a, collective::Communicator& world,
                          const collective::Communicator& group, const bab::VerifyResult& r,
-                         int64_t memory_limit_bytes) {
+                         int64_t memory_limit_bytes, int64_t param_bytes) {
   const collective::CommStats mine = group.stats();
-  const std::string text = std::to_string(peak_resident_bytes()) + " " +
+  const std::string text = std::to_string(param_bytes) + " " +
+                           std::to_string(peak_resident_bytes()) + " " +
                            std::to_string(memory::peak_bytes()) + " " + std::to_string(mine.calls) +
                            " " + std::to_string(mine.bytes) + " " + std::to_string(mine.time_s);
   nlohmann::json ranks = nlohmann::json::array();
@@ -151,17 +152,20 @@ nlohmann::json run_facts(const RunOptions& a, collective::Communicator& world,
   collective::CommStats total;
   for (const std::string& t : world.all_gather_strings(text)) {
     std::istringstream in(t);
+    int64_t params = 0;
     int64_t bytes = 0;
     int64_t tensors = 0;
     collective::CommStats c;
-    in >> bytes >> tensors >> c.calls >> c.bytes >> c.time_s;
+    in >> params >> bytes >> tensors >> c.calls >> c.bytes >> c.time_s;
     peak = std::max(peak, bytes);
     peak_tensors = std::max(peak_tensors, tensors);
     total.calls += c.calls;
     total.bytes += c.bytes;
     total.time_s = std::max(total.time_s, c.time_s);
-    ranks.push_back(
-        {{"rank", ranks.size()}, {"peak_bytes", bytes}, {"peak_tensor_bytes", tensors}});
+    ranks.push_back({{"rank", ranks.size()},
+                     {"peak_bytes", bytes},
+                     {"peak_tensor_bytes", tensors},
+                     {"param_bytes", params}});
   }
   nlohmann::json j;
   j["world_size"] = world.size();
@@ -360,6 +364,8 @@ int run_verify(const RunOptions& a) {
   in.problem.graph.to_dtype(a.dtype == Dtype::kFloat64 ? at::kDouble : at::kFloat);
   // FSDP shards the weights over the ranks of each domain group (sharding/sharded_param.hpp).
   sharding::shard_graph(in.problem.graph, a.shard, o.bab.world.group);
+  // This rank's resident weights between uses (FSDP: its shards; the report shows weights ÷ P).
+  const int64_t param_bytes = in.problem.graph.param_bytes();
   if (a.device == Device::kCuda) in.problem.graph.to_device(at::Device(at::kCUDA));
   o.bab.world.group->reset_stats();
   bab::VerifyResult r;
@@ -371,8 +377,8 @@ int run_verify(const RunOptions& a) {
     std::fprintf(stderr, "distcrown: error: rank %d: %s\n", world->rank(), e.what());
     collective::abort_all_ranks(1);
   }
-  const nlohmann::json facts =
-      run_facts(a, *world, *o.bab.world.group, r, o.bab.memory_limit_bytes);  // collective
+  const nlohmann::json facts = run_facts(a, *world, *o.bab.world.group, r, o.bab.memory_limit_bytes,
+                                         param_bytes);  // collective
   if (watchdog && !watchdog->claim()) {
     for (;;) ::pause();  // the watchdog has answered; its signal ends the process
   }
