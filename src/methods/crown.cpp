@@ -173,7 +173,12 @@ Interval CrownEngine::refine_each(int i, const Interval& reference, const at::Te
 }
 
 Interval CrownEngine::neuron_rows(int start, const at::Tensor& rows) {
-  if (uses_patches(start)) return patches_rows(start, rows);
+  if (uses_patches(start)) {  // no hook: every rank bounds a block of the rows
+    return spread_rows(
+        start, rows.numel(),
+        [&](const at::Tensor& idx) { return patches_rows(start, rows.index_select(0, idx)); }, rows,
+        Sides{});
+  }
   const auto& shape = g_.node(start).shape;
   const int64_t n = g_.node_numel(start);
   const int64_t B = box_.lower.size(0);
@@ -203,8 +208,16 @@ at::TensorOptions CrownEngine::index_options() const {
 
 Interval CrownEngine::bound_rows(int start, int64_t k, const RowMaker& make_rows,
                                  const at::Tensor& row_ids, Sides sides) {
+  return spread_rows(
+      start, k,
+      [&](const at::Tensor& idx) { return chunked(start, idx, make_rows, row_ids, sides); },
+      row_ids, sides);
+}
+
+Interval CrownEngine::spread_rows(int start, int64_t k, const PartBounder& part,
+                                  const at::Tensor& row_ids, Sides sides) {
   const int P = spec_comm_ ? spec_comm_->size() : 1;
-  if (P == 1) return chunked(start, at::arange(k, index_options()), make_rows, row_ids, sides);
+  if (P == 1) return part(at::arange(k, index_options()));
   // The positions (0..k-1) each rank bounds, in order. Without a hook rank r takes the block
   // [r·block, (r+1)·block), block a multiple of kRowAlign. With one (α-/β-CROWN) rank r takes the
   // rows whose ids it owns (owned_rows), so the relaxation parameters of a row live on one rank
@@ -238,7 +251,7 @@ Interval CrownEngine::bound_rows(int start, int64_t k, const RowMaker& make_rows
     const int64_t filler = own.numel() > 0 ? own[own.numel() - 1].item<int64_t>() : 0;
     idx = at::cat({own, at::full({per - own.numel()}, filler, at::kLong)});
   }
-  Interval local = chunked(start, idx.to(index_options().device()), make_rows, row_ids, sides);
+  Interval local = part(idx.to(index_options().device()));
   // A side not wanted travels as zeros, so every rank gathers the same shapes.
   if (!local.lower.defined()) local.lower = at::zeros_like(local.upper);
   if (!local.upper.defined()) local.upper = at::zeros_like(local.lower);

@@ -62,7 +62,6 @@ at::Tensor pad_to_eight(const at::Tensor& idx) {
 
 bool CrownEngine::uses_patches(int start) const {
   if (opt_.conv_mode != ConvMode::kPatches || hook_ != nullptr) return false;
-  if (spec_comm_ && spec_comm_->size() > 1) return false;
   return g_.node(start).shape.size() == 4 && g_.node(start).op->traits().patches;
 }
 

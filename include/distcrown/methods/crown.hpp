@@ -94,12 +94,17 @@ class CrownEngine {
   Interval neuron_rows(int start, const at::Tensor& rows);
   /// Whether neuron rows of `start` are bounded with patches A (methods/crown_patches.cpp).
   [[nodiscard]] bool uses_patches(int start) const;
-  /// neuron_rows() with patches A, chunked as bound_rows() chunks (one rank).
+  /// neuron_rows() with patches A, chunked as bound_rows() chunks (this rank's rows).
   Interval patches_rows(int start, const at::Tensor& rows);
   /// backward_from() for a patches A on `start`: patches while the nodes take them, dense after.
   Interval backward_from_patches(int start, PatchesA a);
   Interval chunked(int start, const at::Tensor& idx, const RowMaker& make_rows,
                    const at::Tensor& row_ids, Sides sides);
+  /// Bounds this rank's rows (positions idx, LongTensor [r], of the k rows): [batch, r].
+  using PartBounder = std::function<Interval(const at::Tensor& idx)>;
+  /// bound_rows() with the rank's share bounded by `part` (chunked dense passes, or patches).
+  Interval spread_rows(int start, int64_t k, const PartBounder& part, const at::Tensor& row_ids,
+                       Sides sides);
 
   const BoundGraph& g_;
   InputBox box_;
