@@ -19,15 +19,9 @@ import subprocess
 import sys
 import tempfile
 
+from bench_bab_parallel import parse_layout  # P,G,shard[,spec], the same layouts
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def parse_layout(layout):
-    """P,G,shard[,spec]: spec adds --spec-parallel (the group's ranks share each batch)."""
-    parts = layout.split(",")
-    if len(parts) not in (3, 4) or (len(parts) == 4 and parts[3] != "spec"):
-        raise SystemExit(f"bad layout {layout!r}: P,G,shard[,spec]")
-    return parts[0], parts[1], parts[2], len(parts) == 4
 
 
 def run(args, layout):
