@@ -165,8 +165,9 @@ int main(int argc, char** argv) {
   app.add_option("--only", only, "fixtures, wide or ops");
   app.add_option("--ops-case", ops_cases, "a case of refs/ops (with --only ops)");
   app.add_option("--threads", threads, "torch intra-op threads");
-  std::string conv_mode = "matrix";
-  app.add_option("--conv-mode", conv_mode, "matrix or patches (fixtures and ops tables)");
+  std::string conv_mode(enum_name(BoundOptions{}.conv_mode));  // the library's default
+  app.add_option("--conv-mode", conv_mode, "matrix or patches (fixtures and ops tables)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   at::set_num_threads(threads);
   const auto mode = parse_enum<ConvMode>(conv_mode, "conv mode");
