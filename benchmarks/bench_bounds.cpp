@@ -1,9 +1,9 @@
-// bench_bounds: time and peak memory of IBP and CROWN on the fixture models, and of CROWN on the
-// wide MLPs the reference paper measured (input 784, batch 1, Linf eps 0.02, random weights with
+// bench_bounds: time and peak memory of IBP and CROWN (and with --alpha α-CROWN, 20 iterations)
+// on the fixture models, and of CROWN on the wide MLPs the reference paper measured (input 784, batch 1, Linf eps 0.02, random weights with
 // a fixed seed), with and without --crown-batch-size. Prints one table.
 //
 //   build/bin/bench_bounds [--fixtures DIR] [--repeat R] [--chunk N] [--only fixtures|wide|ops]
-//                          [--ops-case NAME ...] [--conv-mode matrix|patches]
+//                          [--ops-case NAME ...] [--conv-mode matrix|patches] [--alpha]
 // --only ops measures the refs/ops cases named by --ops-case (networks beyond ReLU) alone.
 //
 // Memory is live tensor bytes (counting allocator): baseline after loading, peak during bounding.
@@ -93,15 +93,32 @@ double max_relative_deviation(const Interval& b, const nlohmann::json& ref) {
   return worst;
 }
 
+// Largest amount by which our bounds are looser than ref's, relative to max(|ref|, 1e-5) (α-CROWN
+// is an optimisation: only looseness counts).
+double max_relative_looseness(const Interval& b, const nlohmann::json& ref) {
+  double worst = 0;
+  for (const auto& [key, t] : {std::pair{"lower", b.lower}, std::pair{"upper", b.upper}}) {
+    const auto r = ref[key].get<std::vector<double>>();
+    const at::Tensor got = t.to(at::kDouble).reshape({-1}).contiguous();
+    const double sign = std::string(key) == "lower" ? 1.0 : -1.0;  // lower: below ref is looser
+    for (size_t i = 0; i < r.size(); ++i) {
+      const double looser = sign * (r[i] - got[int64_t(i)].item<double>());
+      worst = std::max(worst, looser / std::max(std::abs(r[i]), 1e-5));
+    }
+  }
+  return worst;
+}
+
 // Every reference case: our time (median of `repeat`) against auto_LiRPA's compute_bounds time
 // recorded with the reference (same kind of 2-core machine, 1 thread), agreement, and memory.
 void print_fixture_table(const std::string& fixtures, int repeat,
-                         const std::vector<std::filesystem::path>& files, ConvMode mode) {
+                         const std::vector<std::filesystem::path>& files, ConvMode mode,
+                         bool alpha) {
   namespace fs = std::filesystem;
-  std::printf("| %-26s | %-5s | %9s | %13s | %7s | %13s | %9s |\n", "case", "method", "median s",
+  std::printf("| %-26s | %-11s | %9s | %13s | %7s | %13s | %9s |\n", "case", "method", "median s",
               "auto_LiRPA s", "speedup", "max rel. dev.", "peak MB");
   std::printf(
-      "|----------------------------|-------|-----------|---------------|---------|"
+      "|----------------------------|-------------|-----------|---------------|---------|"
       "---------------|-----------|\n");
   for (const auto& f : files) {
     std::ifstream in(f);
@@ -120,8 +137,12 @@ void print_fixture_table(const std::string& fixtures, int repeat,
           .reshape(shape);
     };
     const InputBox box{vec("input_lower"), vec("input_upper")};
-    for (Method m : {Method::kIbp, Method::kCrown}) {
-      const std::string key = to_string(m);
+    std::vector<Method> methods{Method::kIbp, Method::kCrown};
+    if (alpha) methods.push_back(Method::kAlphaCrown);
+    for (Method m : methods) {
+      // The references spell alpha-crown "alpha_crown".
+      std::string key(to_string(m));
+      std::replace(key.begin(), key.end(), '-', '_');
       Row r{};
       Interval b;
       try {
@@ -130,18 +151,20 @@ void print_fixture_table(const std::string& fixtures, int repeat,
         opt.conv_mode = mode;
         b = compute_bounds(g, box, m, opt);
       } catch (const NumericError& e) {  // the ViT's IBP: exp overflows, as auto_LiRPA's fails
-        std::printf("| %-26s | %-5s | %s\n", f.stem().string().c_str(), key.c_str(), e.what());
+        std::printf("| %-26s | %-11s | %s\n", f.stem().string().c_str(), key.c_str(), e.what());
         continue;
       }
       if (!ref.contains(key)) {  // auto_LiRPA could not run it (the ref's note says why)
-        std::printf("| %-26s | %-5s | %9.4f | %13s | %7s | %13s | %9.1f |\n", r.model.c_str(),
+        std::printf("| %-26s | %-11s | %9.4f | %13s | %7s | %13s | %9.1f |\n", r.model.c_str(),
                     key.c_str(), r.median_s, "-", "-", "-", r.peak_mb);
         continue;
       }
       const double theirs = ref["timing_s"][key]["compute_bounds_s"].get<double>();
-      std::printf("| %-26s | %-5s | %9.4f | %13.4f | %6.1fx | %13.2e | %9.1f |\n", r.model.c_str(),
-                  key.c_str(), r.median_s, theirs, theirs / r.median_s,
-                  max_relative_deviation(b, ref[key]), r.peak_mb);
+      // α-CROWN: how much looser than the reference (never more than 1e-3·|ref| by the tests).
+      const double dev = m == Method::kAlphaCrown ? max_relative_looseness(b, ref[key])
+                                                  : max_relative_deviation(b, ref[key]);
+      std::printf("| %-26s | %-11s | %9.4f | %13.4f | %6.1fx | %13.2e | %9.1f |\n", r.model.c_str(),
+                  key.c_str(), r.median_s, theirs, theirs / r.median_s, dev, r.peak_mb);
       std::fflush(stdout);
     }
   }
@@ -168,6 +191,8 @@ int main(int argc, char** argv) {
   std::string conv_mode(enum_name(BoundOptions{}.conv_mode));  // the library's default
   app.add_option("--conv-mode", conv_mode, "matrix or patches (fixtures and ops tables)")
       ->capture_default_str();
+  bool alpha = false;
+  app.add_flag("--alpha", alpha, "alpha-CROWN rows too (fixtures and ops tables)");
   CLI11_PARSE(app, argc, argv);
   at::set_num_threads(threads);
   const auto mode = parse_enum<ConvMode>(conv_mode, "conv mode");
@@ -182,7 +207,7 @@ int main(int argc, char** argv) {
         if (e.path().extension() == ".json") files.push_back(e.path());
       }
       std::sort(files.begin(), files.end());
-      print_fixture_table(fixtures, repeat, files, mode);
+      print_fixture_table(fixtures, repeat, files, mode, alpha);
     }
   }
   if (only == "ops") {
@@ -191,7 +216,7 @@ int main(int argc, char** argv) {
     for (const std::string& name : ops_cases) {
       files.push_back(fs::path(fixtures) / "refs" / "ops" / (name + ".json"));
     }
-    print_fixture_table(fixtures, repeat, files, mode);
+    print_fixture_table(fixtures, repeat, files, mode, alpha);
   }
   if (only.empty() || only == "wide") {
     std::printf("\n| %-28s | %-5s | %6s | %9s | %11s | %9s | %-18s |\n", "model", "method", "chunk",

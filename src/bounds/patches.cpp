@@ -62,6 +62,28 @@ at::Tensor unfold_windows(const at::Tensor& x, const PatchesA& p) {
   return flat.index_select(1, idx).reshape({Bx, C, p.rows(), kh, kw}).permute({2, 0, 1, 3, 4});
 }
 
+at::Tensor gather_row_windows(const at::Tensor& x, const at::Tensor& index, const PatchesA& p) {
+  const int64_t N = x.size(0);
+  const int64_t Bx = x.size(1);
+  const int64_t C = x.size(2);
+  const int64_t H = x.size(3);
+  const int64_t W = x.size(4);
+  const auto [kh, kw] = p.kernel();
+  const int64_t R = p.rows();
+  if (index.numel() != R) throw Error("internal: gather_row_windows needs one index per row");
+  // Window positions outside the node read position 0 and are zeroed: no padded copy of x.
+  const at::Tensor flat = window_index(p, H, W).to(x.device());  // [R, kh·kw], H·W outside
+  const at::Tensor inside = flat < H * W;
+  const at::Tensor pos = at::where(inside, flat, at::zeros_like(flat));
+  // x[index[r], :, pos[r, j]]: the advanced indices are split by a slice, so torch puts their
+  // broadcast dims first: [R, kh·kw, Bx·C].
+  const at::Tensor rows = index.to(x.device()).reshape({R, 1});
+  at::Tensor got = x.reshape({N, Bx * C, H * W})
+                       .index({rows, at::indexing::Slice(), pos});
+  got = got * inside.unsqueeze(2).to(x.scalar_type());
+  return got.permute({0, 2, 1}).reshape({R, Bx, C, kh, kw});
+}
+
 at::Tensor window_mask(const PatchesA& p, int64_t H, int64_t W, const at::TensorOptions& options) {
   return unfold_windows(at::ones({1, 1, H, W}, options), p);
 }

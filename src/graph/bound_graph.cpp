@@ -16,6 +16,12 @@ std::vector<PatchesA> BoundNode::backward_patches(const PatchesA& /*a*/,
   throw Error("internal: " + op_type() + " has no patches backward");
 }
 
+std::vector<PatchesA> BoundNode::backward_patches_relaxed(
+    const PatchesA& /*a*/, std::span<const Interval* const> /*bounds*/, BiasPair& /*bias*/,
+    const RelaxParams& /*params*/) const {
+  throw Error("internal: " + op_type() + " has no patches backward with relaxation parameters");
+}
+
 at::Tensor BoundNode::initial_relaxation_params(const Interval& /*in*/) const {
   throw Error("internal: operator " + op_type() + " has no optimisable relaxation parameters");
 }

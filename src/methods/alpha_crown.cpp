@@ -56,8 +56,8 @@ at::Tensor AlphaSlopes::sparse_positions(int start) const {
   return at::where(unstable, rank, at::full_like(rank, -1));
 }
 
-RelaxParams AlphaSlopes::params(int start, int node, const at::Tensor& rows,
-                                std::span<const Interval* const> in) {
+AlphaSlopes::Slopes& AlphaSlopes::prepare(int start, int node, const at::Tensor& rows,
+                                          std::span<const Interval* const> in) {
   auto [it, inserted] = alpha_.try_emplace({start, node});
   if (inserted) {
     Slopes& s = it->second;
@@ -97,14 +97,40 @@ RelaxParams AlphaSlopes::params(int start, int node, const at::Tensor& rows,
     }
   }
   Slopes& s = it->second;
-  at::Tensor& a = s.alpha;  // [2, rows, *P]
   {
     // Projected at use onto what is sound for this pass's input bounds, in place on the leaf
     // (the optimiser continues from the projected value), as auto_LiRPA clips its α.
     c10::NoGradGuard no_grad;
-    g_.node(node).op->project_relaxation_params(a, *in[0]);
+    g_.node(node).op->project_relaxation_params(s.alpha, *in[0]);
     if (s.fixed.defined()) g_.node(node).op->project_relaxation_params(s.fixed, *in[0]);
   }
+  return s;
+}
+
+RelaxParams AlphaSlopes::params(int start, int node, const at::Tensor& rows,
+                                std::span<const Interval* const> in) {
+  return select(prepare(start, node, rows, in), rows, nullptr);
+}
+
+RelaxParams AlphaSlopes::window_params(int start, int node, const at::Tensor& rows,
+                                       std::span<const Interval* const> in, const PatchesA& a) {
+  const Slopes& s = prepare(start, node, rows, in);
+  if (s.alpha.dim() != 6) {  // [2, rows, B, C, H, W]
+    throw Error("internal: patches pass through node '" + g_.node(node).name +
+                "', whose relaxation parameters are not one per [C, H, W] element");
+  }
+  return select(s, rows, &a);
+}
+
+RelaxParams AlphaSlopes::select(const Slopes& s, const at::Tensor& rows,
+                                const PatchesA* window) const {
+  const at::Tensor& a = s.alpha;  // [2, rows, *P]
+  // Rows `index` ([R]) of one side's storage [N, *P]: [R, *P], or read at the pass's windows,
+  // [R, B, C, kh, kw].
+  const auto pick = [&](const at::Tensor& storage, const at::Tensor& index) {
+    return window != nullptr ? gather_row_windows(storage, index, *window)
+                             : storage.index_select(0, index);
+  };
   if (s.position.defined()) {
     // Rows with an α position here take it; the others (stable under the initial bounds, or
     // another rank's, or a spec-parallel filler) the fixed initial slopes.
@@ -113,12 +139,17 @@ RelaxParams AlphaSlopes::params(int start, int node, const at::Tensor& rows,
     std::vector<int64_t> shape(size_t(a.dim() - 1), 1);  // [rows, 1, ...]
     shape[0] = rows.numel();
     const at::Tensor keep = held.reshape(shape);
-    std::vector<int64_t> out(a.sizes().begin() + 1, a.sizes().end());  // [rows, *P]
-    out[0] = rows.numel();
+    const at::Tensor first = at::zeros_like(rows);
     const auto side = [&](int k) {
-      if (a.size(1) == 0) return s.fixed[k].expand(out).clone();
-      const at::Tensor chosen = a[k].index_select(0, at_row.clamp(0, a.size(1) - 1));
-      return at::where(keep, chosen, s.fixed[k]);
+      // Dense: the fixed [1, *P] broadcasts over the rows; windows: read at each row's window.
+      const at::Tensor fixed = window != nullptr ? pick(s.fixed[k], first) : s.fixed[k];
+      if (a.size(1) == 0) {
+        std::vector<int64_t> out(a.sizes().begin() + 1, a.sizes().end());  // [rows, *P]
+        out[0] = rows.numel();
+        return window != nullptr ? fixed : fixed.expand(out).clone();
+      }
+      const at::Tensor chosen = pick(a[k], at_row.clamp(0, a.size(1) - 1));
+      return at::where(keep, chosen, fixed);
     };
     return {side(0), side(1), {}, {}};
   }
@@ -129,7 +160,7 @@ RelaxParams AlphaSlopes::params(int start, int node, const at::Tensor& rows,
     // dropped: any sound α serves them.
     idx = (idx - s.first).clamp(0, a.size(1) - 1);
   }
-  return {a[0].index_select(0, idx), a[1].index_select(0, idx), {}, {}};
+  return {pick(a[0], idx), pick(a[1], idx), {}, {}};
 }
 
 std::vector<at::Tensor> AlphaSlopes::parameters() const {

@@ -173,7 +173,7 @@ Interval CrownEngine::refine_each(int i, const Interval& reference, const at::Te
 }
 
 Interval CrownEngine::neuron_rows(int start, const at::Tensor& rows) {
-  if (uses_patches(start)) {  // no hook: every rank bounds a block of the rows
+  if (uses_patches(start)) {  // spread as bound_rows() spreads dense passes
     return spread_rows(
         start, rows.numel(),
         [&](const at::Tensor& idx) { return patches_rows(start, rows.index_select(0, idx)); }, rows,

@@ -61,7 +61,8 @@ at::Tensor pad_to_eight(const at::Tensor& idx) {
 }  // namespace
 
 bool CrownEngine::uses_patches(int start) const {
-  if (opt_.conv_mode != ConvMode::kPatches || hook_ != nullptr) return false;
+  if (opt_.conv_mode != ConvMode::kPatches) return false;
+  if (hook_ != nullptr && !hook_->takes_patches()) return false;
   return g_.node(start).shape.size() == 4 && g_.node(start).op->traits().patches;
 }
 
@@ -77,7 +78,7 @@ Interval CrownEngine::patches_rows(int start, const at::Tensor& rows) {
     const at::Tensor slice = rows.slice(0, s, s + n);
     const at::Tensor pass = opt_.align_rows ? pad_to_eight(slice) : slice;
     PatchesA a = identity_patches(pass, shape[1], shape[2], shape[3], B, box_.lower.options());
-    const Interval part = backward_from_patches(start, std::move(a));  // [B, rows padded]
+    const Interval part = backward_from_patches(start, std::move(a), pass);  // [B, rows padded]
     lower.push_back(part.lower.slice(1, 0, n));
     upper.push_back(part.upper.slice(1, 0, n));
   }
@@ -85,7 +86,7 @@ Interval CrownEngine::patches_rows(int start, const at::Tensor& rows) {
   return {at::cat(lower, 1), at::cat(upper, 1)};
 }
 
-Interval CrownEngine::backward_from_patches(int start, PatchesA a) {
+Interval CrownEngine::backward_from_patches(int start, PatchesA a, const at::Tensor& rows) {
   std::map<int, PendingA> pending;
   pending[start].patches = std::move(a);
   BiasPair bias;
@@ -96,6 +97,11 @@ Interval CrownEngine::backward_from_patches(int start, PatchesA a) {
     opt_.checkpoint();  // may throw DeadlineReached; the pass's A matrices are freed
     PendingA here = std::move(it->second);
     pending.erase(it);
+    const at::Tensor& first_side = here.patches ? here.patches->lA : here.dense.lA;
+    if (first_side.defined() && first_side.requires_grad()) {
+      // As backward_from(): α's autograd backward retraces this pass and stops at the deadline.
+      first_side.register_hook([check = opt_.checkpoint](const at::Tensor& /*grad*/) { check(); });
+    }
     const GraphNode& node = g_.node(i);
     in_bounds.clear();
     for (int p : node.inputs) {
@@ -114,15 +120,25 @@ Interval CrownEngine::backward_from_patches(int start, PatchesA a) {
       here.dense = dense_of(*here.patches, node.shape);
       here.patches.reset();
     }
+    const bool relaxed = hook_ != nullptr && node.op->has_relaxation_params();
     std::vector<PendingA> outs;
     if (here.patches) {
-      for (PatchesA& p : node.op->backward_patches(*here.patches, in_bounds, bias)) {
+      std::vector<PatchesA> mapped =
+          relaxed ? node.op->backward_patches_relaxed(
+                        *here.patches, in_bounds, bias,
+                        hook_->window_params(start, i, rows, in_bounds, *here.patches))
+                  : node.op->backward_patches(*here.patches, in_bounds, bias);
+      for (PatchesA& p : mapped) {
         PendingA out;
         out.patches = std::move(p);
         outs.push_back(std::move(out));
       }
     } else {
-      for (BoundA& d : node.op->backward(here.dense, in_bounds, bias)) {
+      std::vector<BoundA> mapped =
+          relaxed ? node.op->backward_relaxed(here.dense, in_bounds, bias,
+                                              hook_->params(start, i, rows, in_bounds))
+                  : node.op->backward(here.dense, in_bounds, bias);
+      for (BoundA& d : mapped) {
         PendingA out;
         out.dense = std::move(d);
         outs.push_back(std::move(out));
@@ -156,10 +172,10 @@ Interval CrownEngine::backward_from_patches(int start, PatchesA a) {
   const at::Tensor& any =
       at_input.patches ? at_input.patches->any()
                        : (at_input.dense.lA.defined() ? at_input.dense.lA : at_input.dense.uA);
-  const int64_t rows = any.size(0);
+  const int64_t R = any.size(0);
   const int64_t B = box_.lower.size(0);
-  if (!bias.lower.defined()) bias.lower = at::zeros({rows, B}, box_.lower.options());
-  if (!bias.upper.defined()) bias.upper = at::zeros({rows, B}, box_.lower.options());
+  if (!bias.lower.defined()) bias.lower = at::zeros({R, B}, box_.lower.options());
+  if (!bias.upper.defined()) bias.upper = at::zeros({R, B}, box_.lower.options());
   if (at_input.patches) return concretize_patches(*at_input.patches, bias, box_);
   return concretize(at_input.dense, bias, box_);
 }

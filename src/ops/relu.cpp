@@ -4,6 +4,7 @@
 #include <c10/core/GradMode.h>
 
 #include "distcrown/graph/op_registry.hpp"
+#include "distcrown/util/error.hpp"
 
 namespace distcrown::ops {
 
@@ -64,16 +65,38 @@ class BoundRelu final : public BoundNode {
   // the same way); zero slopes outside the node mask the window.
   std::vector<PatchesA> backward_patches(const PatchesA& a, std::span<const Interval* const> bounds,
                                          BiasPair& bias) const override {
-    const ReluRelaxation r = relu_relaxation(*bounds[0]);
+    return backward_patches_relaxed(a, bounds, bias, RelaxParams{});
+  }
+
+  // α (RelaxationHook::window_params) arrives read at the windows, [R, B, C, kh, kw]: it takes
+  // the lower line where the neuron under the window is unstable. β (split multipliers) needs a
+  // dense A: hooks with β do not take patches.
+  std::vector<PatchesA> backward_patches_relaxed(const PatchesA& a,
+                                                 std::span<const Interval* const> bounds,
+                                                 BiasPair& bias,
+                                                 const RelaxParams& p) const override {
+    if (p.beta_l.defined() || p.beta_u.defined()) {
+      throw Error("internal: split multipliers (beta) on a patches A");
+    }
+    const Interval& pre = *bounds[0];
+    const ReluRelaxation r = relu_relaxation(pre);
     const at::Tensor lower_d = unfold_windows(r.lower_d, a);
     const at::Tensor upper_d = unfold_windows(r.upper_d, a);
     const at::Tensor upper_b = unfold_windows(r.upper_b, a);
+    at::Tensor unstable;  // [R, B, C, kh, kw], false outside the node
+    if (p.alpha_l.defined() || p.alpha_u.defined()) {
+      const at::Tensor u = (pre.lower < 0) & (pre.upper > 0);
+      unstable = unfold_windows(u.to(pre.lower.scalar_type()), a) > 0.5;
+    }
+    const auto slope = [&](const at::Tensor& alpha) {
+      return alpha.defined() ? at::where(unstable, alpha, lower_d) : lower_d;
+    };
     PatchesA out = a.with({}, {});
     if (a.lA.defined()) {
-      out.lA = relax_side(a.lA, lower_d, upper_d, upper_b, bias.lower, false, window_dot);
+      out.lA = relax_side(a.lA, slope(p.alpha_l), upper_d, upper_b, bias.lower, false, window_dot);
     }
     if (a.uA.defined()) {
-      out.uA = relax_side(a.uA, upper_d, lower_d, upper_b, bias.upper, true, window_dot);
+      out.uA = relax_side(a.uA, upper_d, slope(p.alpha_u), upper_b, bias.upper, true, window_dot);
     }
     return {out};
   }

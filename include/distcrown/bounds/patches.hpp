@@ -41,6 +41,12 @@ PatchesA identity_patches(const at::Tensor& rows, int64_t C, int64_t H, int64_t 
 /// x [Bx, C, H, W] read at every row's window: [R, Bx, C, kh, kw], zeros outside the node.
 at::Tensor unfold_windows(const at::Tensor& x, const PatchesA& p);
 
+/// Per-row tensors read at their own row's window: x [N, Bx, C, H, W] (N candidate rows), row
+/// `index[r]` (long [R]) of x read at row r's window of `p`: [R, Bx, C, kh, kw], zeros outside the
+/// node. What α-CROWN's slopes (one [C, H, W] tensor per row) become in a patches pass, without
+/// first copying the R selected rows whole.
+at::Tensor gather_row_windows(const at::Tensor& x, const at::Tensor& index, const PatchesA& p);
+
 /// 1 inside the node [H, W], 0 outside: [R, 1, 1, kh, kw] in `options`' dtype.
 at::Tensor window_mask(const PatchesA& p, int64_t H, int64_t W, const at::TensorOptions& options);
 

@@ -124,6 +124,12 @@ class BoundNode {
   /// throws (the method converts to dense for nodes without the trait).
   [[nodiscard]] virtual std::vector<PatchesA> backward_patches(
       const PatchesA& a, std::span<const Interval* const> bounds, BiasPair& bias) const;
+  /// backward_patches() with parameters read at each row's window (RelaxationHook::
+  /// window_params: α [r, batch, C, kh, kw]); for nodes with both relaxation_params and patches.
+  /// The default throws.
+  [[nodiscard]] virtual std::vector<PatchesA> backward_patches_relaxed(
+      const PatchesA& a, std::span<const Interval* const> bounds, BiasPair& bias,
+      const RelaxParams& params) const;
   [[nodiscard]] bool is_affine() const { return traits().affine; }
   [[nodiscard]] bool mixes_elements() const { return traits().mixes_elements; }
   /// Non-null when the output is this rank's slice of a tensor-parallel layer (BoundLinearTPCol);

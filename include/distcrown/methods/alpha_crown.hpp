@@ -62,6 +62,11 @@ class AlphaSlopes final : public RelaxationHook {
 
   RelaxParams params(int start, int node, const at::Tensor& rows,
                      std::span<const Interval* const> in) override;
+  /// Patches passes (ConvMode::kPatches) read each row's α at its window, without selecting the
+  /// rows' whole [C, H, W] slopes first.
+  [[nodiscard]] bool takes_patches() const override { return true; }
+  RelaxParams window_params(int start, int node, const at::Tensor& rows,
+                            std::span<const Interval* const> in, const PatchesA& a) override;
 
   /// Initialises α from CROWN's slopes on these bounds (indexed by node) instead of the bounds a
   /// node's input has when its α is first used (auto_LiRPA initialises each side's α from a
@@ -109,6 +114,13 @@ class AlphaSlopes final : public RelaxationHook {
     at::Tensor position;  // sparse: row id -> α position (sparse_positions), else undefined
     at::Tensor fixed;     // sparse: [2, 1, *P] initial slopes of the rows without α
   };
+  /// The α of (start, node), created on first use, projected for this pass's input bounds.
+  Slopes& prepare(int start, int node, const at::Tensor& rows,
+                  std::span<const Interval* const> in);
+  /// The rows of a pass (ids `rows`): [rows, *P], or read at the windows of `window`.
+  [[nodiscard]] RelaxParams select(const Slopes& s, const at::Tensor& rows,
+                                   const PatchesA* window) const;
+
   std::vector<std::optional<Interval>> init_;
   std::optional<BoundOptions> sparse_;
   std::map<std::pair<int, int>, Slopes> alpha_;

@@ -92,12 +92,15 @@ class CrownEngine {
   /// rank's neurons, bounded together by all ranks, and each rank keeps its own.
   Interval refine_sharded(int i, const Interval& reference, const OutputShard& shard);
   Interval neuron_rows(int start, const at::Tensor& rows);
-  /// Whether neuron rows of `start` are bounded with patches A (methods/crown_patches.cpp).
+  /// Whether neuron rows of `start` are bounded with patches A (methods/crown_patches.cpp): in
+  /// patches mode, on a [C, H, W] node that takes them, without a hook or with one that takes
+  /// patches (α-CROWN's; β-CROWN's needs dense A for its split multipliers and observations).
   [[nodiscard]] bool uses_patches(int start) const;
   /// neuron_rows() with patches A, chunked as bound_rows() chunks (this rank's rows).
   Interval patches_rows(int start, const at::Tensor& rows);
   /// backward_from() for a patches A on `start`: patches while the nodes take them, dense after.
-  Interval backward_from_patches(int start, PatchesA a);
+  /// `rows` (LongTensor [r]) names the pass's rows for the relaxation hook.
+  Interval backward_from_patches(int start, PatchesA a, const at::Tensor& rows);
   Interval chunked(int start, const at::Tensor& idx, const RowMaker& make_rows,
                    const at::Tensor& row_ids, Sides sides);
   /// Bounds this rank's rows (positions idx, LongTensor [r], of the k rows): [batch, r].

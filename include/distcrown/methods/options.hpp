@@ -55,9 +55,9 @@ enum class ConvMode {
   /// Dense [rows, batch, *shape] everywhere.
   kMatrix,
   /// auto_LiRPA's patches (bounds/patches.hpp) while the pass goes through operators that take
-  /// them (Conv, ReLU, BatchNorm, Add/Sub), dense from the first one that does not. Only for
-  /// passes without optimised relaxations (no α/β hook) and without spec-parallel splitting;
-  /// those stay dense.
+  /// them (Conv, ReLU, BatchNorm, Add/Sub, AveragePool, Pad), dense from the first one that does
+  /// not. CROWN and α-CROWN passes (α read at each row's window), spec-parallel too; β-CROWN's
+  /// passes (split multipliers, branching scores) stay dense.
   kPatches,
 };
 

@@ -10,7 +10,9 @@
 #include <ATen/core/Tensor.h>
 
 #include "distcrown/bounds/interval.hpp"
+#include "distcrown/bounds/patches.hpp"
 #include "distcrown/graph/bound_node.hpp"
+#include "distcrown/util/error.hpp"
 
 namespace distcrown {
 
@@ -41,6 +43,18 @@ class RelaxationHook {
   /// spec rows, padded rows repeated); `in` holds the node's input bounds ([batch, *shape]).
   virtual RelaxParams params(int start, int node, const at::Tensor& rows,
                              std::span<const Interval* const> in) = 0;
+
+  /// Whether passes from a [C, H, W] start may carry patches A (ConvMode::kPatches) with this
+  /// hook: it then answers window_params() and is not observe()d on those passes.
+  [[nodiscard]] virtual bool takes_patches() const { return false; }
+
+  /// params() for a pass whose A reaches `node` as patches `a`: each row's parameters read at
+  /// its window, [r, batch, C, kh, kw] (zeros outside the node); only when takes_patches().
+  virtual RelaxParams window_params(int /*start*/, int /*node*/, const at::Tensor& /*rows*/,
+                                    std::span<const Interval* const> /*in*/,
+                                    const PatchesA& /*a*/) {
+    throw Error("internal: window_params() asked of a hook that does not take patches");
+  }
 
   /// The A reaching `node`'s output in a pass from `start` ([r, batch, *shape]), before the node
   /// maps it: what branching heuristics score neurons with. Called for every node with slopes
