@@ -144,7 +144,7 @@ const std::vector<OptionSpec>& table() {
            whole_number(int64_t{0}))},
       {"conv-mode", Applies::kBoth,
        "A matrices of CROWN passes from convolutional feature maps: matrix (dense) or patches "
-       "(auto_LiRPA's conv_mode; CROWN passes only, alpha/beta passes stay dense)",
+       "(auto_LiRPA's conv_mode; CROWN and alpha-CROWN passes, branch and bound's stay dense)",
        field([](RunOptions & r) -> auto& { return r.bound.conv_mode; })},
       {"dtype", Applies::kBoth, "floating-point type of the bounds and forward passes",
        field([](RunOptions & r) -> auto& { return r.dtype; })},
