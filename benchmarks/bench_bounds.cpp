@@ -1,6 +1,7 @@
 // bench_bounds: time and peak memory of IBP and CROWN (and with --alpha α-CROWN, 20 iterations)
-// on the fixture models, and of CROWN on the wide MLPs the reference paper measured (input 784, batch 1, Linf eps 0.02, random weights with
-// a fixed seed), with and without --crown-batch-size. Prints one table.
+// on the fixture models, and of CROWN on the wide MLPs the reference paper measured (input 784,
+// batch 1, Linf eps 0.02, random weights with a fixed seed), with and without --crown-batch-size.
+// Prints one table.
 //
 //   build/bin/bench_bounds [--fixtures DIR] [--repeat R] [--chunk N] [--only fixtures|wide|ops]
 //                          [--ops-case NAME ...] [--conv-mode matrix|patches] [--alpha]

@@ -78,8 +78,7 @@ at::Tensor gather_row_windows(const at::Tensor& x, const at::Tensor& index, cons
   // x[index[r], :, pos[r, j]]: the advanced indices are split by a slice, so torch puts their
   // broadcast dims first: [R, kh·kw, Bx·C].
   const at::Tensor rows = index.to(x.device()).reshape({R, 1});
-  at::Tensor got = x.reshape({N, Bx * C, H * W})
-                       .index({rows, at::indexing::Slice(), pos});
+  at::Tensor got = x.reshape({N, Bx * C, H * W}).index({rows, at::indexing::Slice(), pos});
   got = got * inside.unsqueeze(2).to(x.scalar_type());
   return got.permute({0, 2, 1}).reshape({R, Bx, C, kh, kw});
 }

@@ -1,10 +1,14 @@
 #include "distcrown/ops/relu.hpp"
 
+#include <tuple>
+#include <utility>
+
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
 #include "distcrown/graph/op_registry.hpp"
 #include "distcrown/util/error.hpp"
+#include "distcrown/util/recompute.hpp"
 
 namespace distcrown::ops {
 
@@ -42,13 +46,62 @@ at::Tensor relax_side(const at::Tensor& A, const at::Tensor& d_pos, const at::Te
   return pos;
 }
 
-// The lower-line slope of one side: α ([S, B, *shape] or broadcastable) where the neuron is
-// unstable, CROWN's 0/1 where it is stable (α cannot change a stable neuron's exact line).
-at::Tensor side_slope(const ReluRelaxation& r, const Interval& pre, const at::Tensor& alpha) {
-  if (!alpha.defined()) return r.lower_d;
-  const at::Tensor unstable = (pre.lower < 0) & (pre.upper > 0);  // [B, *shape]
-  return at::where(unstable, alpha, r.lower_d);
+// A ReLU step on lA and uA ([S, B, ...], either undefined): the lower line's slope is α (one per
+// side; undefined: CROWN's 0/1) where the neuron is unstable, CROWN's exact 0/1 where it is
+// stable (α cannot change a stable neuron's line). `read` maps a relaxation tensor [B, *shape] to
+// what multiplies A (dense: itself, broadcast over S; patches: each row's window), `dot`
+// contracts a coefficient tensor with it per row ([S, B]). A recomputed step
+// (util/recompute.hpp): under α-/β-CROWN's autograd it keeps A, α and the input bounds, not its
+// A-sized intermediates (the clamped A, the read slopes and intercepts).
+template <class Read, class Dot>
+std::pair<at::Tensor, at::Tensor> relaxed_sides(const at::Tensor& lA, const at::Tensor& uA,
+                                                const Interval& pre, const RelaxParams& p,
+                                                BiasPair& bias, Read read, Dot dot) {
+  // Inputs: the bounds, then each defined side's A and α.
+  const bool has_l = lA.defined();
+  const bool has_u = uA.defined();
+  const bool alpha_l = has_l && p.alpha_l.defined();
+  const bool alpha_u = has_u && p.alpha_u.defined();
+  std::vector<at::Tensor> in{pre.lower, pre.upper};
+  if (has_l) in.push_back(lA);
+  if (alpha_l) in.push_back(p.alpha_l);
+  if (has_u) in.push_back(uA);
+  if (alpha_u) in.push_back(p.alpha_u);
+  const auto step = [=](const std::vector<at::Tensor>& x) {
+    const Interval b{x[0], x[1]};
+    const ReluRelaxation r = relu_relaxation(b);
+    const at::Tensor lower_d = read(r.lower_d);
+    const at::Tensor upper_d = read(r.upper_d);
+    const at::Tensor upper_b = read(r.upper_b);
+    at::Tensor unstable;
+    if (alpha_l || alpha_u) {
+      unstable = read(((b.lower < 0) & (b.upper > 0)).to(b.lower.scalar_type())) > 0.5;
+    }
+    size_t k = 2;
+    std::vector<at::Tensor> out(4);  // lA', bias term of lA, uA', bias term of uA
+    if (has_l) {
+      const at::Tensor& A = x[k++];
+      const at::Tensor slope = alpha_l ? at::where(unstable, x[k++], lower_d) : lower_d;
+      out[0] = relax_side(A, slope, upper_d, upper_b, out[1], false, dot);
+    }
+    if (has_u) {
+      const at::Tensor& A = x[k++];
+      const at::Tensor slope = alpha_u ? at::where(unstable, x[k++], lower_d) : lower_d;
+      out[2] = relax_side(A, upper_d, slope, upper_b, out[3], true, dot);
+    }
+    // recomputed() returns defined tensors only: an absent side travels as an empty tensor.
+    for (at::Tensor& t : out) {
+      if (!t.defined()) t = at::empty({0}, b.lower.options());
+    }
+    return out;
+  };
+  std::vector<at::Tensor> got = recomputed(step, in);
+  if (has_l) accumulate(bias.lower, got[1]);
+  if (has_u) accumulate(bias.upper, got[3]);
+  return {has_l ? got[0] : at::Tensor(), has_u ? got[2] : at::Tensor()};
 }
+
+at::Tensor as_is(const at::Tensor& t) { return t; }
 
 class BoundRelu final : public BoundNode {
  public:
@@ -78,27 +131,12 @@ class BoundRelu final : public BoundNode {
     if (p.beta_l.defined() || p.beta_u.defined()) {
       throw Error("internal: split multipliers (beta) on a patches A");
     }
-    const Interval& pre = *bounds[0];
-    const ReluRelaxation r = relu_relaxation(pre);
-    const at::Tensor lower_d = unfold_windows(r.lower_d, a);
-    const at::Tensor upper_d = unfold_windows(r.upper_d, a);
-    const at::Tensor upper_b = unfold_windows(r.upper_b, a);
-    at::Tensor unstable;  // [R, B, C, kh, kw], false outside the node
-    if (p.alpha_l.defined() || p.alpha_u.defined()) {
-      const at::Tensor u = (pre.lower < 0) & (pre.upper > 0);
-      unstable = unfold_windows(u.to(pre.lower.scalar_type()), a) > 0.5;
-    }
-    const auto slope = [&](const at::Tensor& alpha) {
-      return alpha.defined() ? at::where(unstable, alpha, lower_d) : lower_d;
-    };
-    PatchesA out = a.with({}, {});
-    if (a.lA.defined()) {
-      out.lA = relax_side(a.lA, slope(p.alpha_l), upper_d, upper_b, bias.lower, false, window_dot);
-    }
-    if (a.uA.defined()) {
-      out.uA = relax_side(a.uA, upper_d, slope(p.alpha_u), upper_b, bias.upper, true, window_dot);
-    }
-    return {out};
+    // The windows' geometry without A's coefficients (the step keeps A as its input).
+    const auto [kh, kw] = a.kernel();
+    const PatchesA geometry = a.with(at::empty({a.rows(), 0, 0, kh, kw}), {});
+    const auto read = [geometry](const at::Tensor& t) { return unfold_windows(t, geometry); };
+    auto [l, u] = relaxed_sides(a.lA, a.uA, *bounds[0], p, bias, read, window_dot);
+    return {a.with(std::move(l), std::move(u))};
   }
 
   at::Tensor forward(std::span<const at::Tensor> x) const override { return at::relu(x[0]); }
@@ -118,23 +156,13 @@ class BoundRelu final : public BoundNode {
 
   std::vector<BoundA> backward_relaxed(const BoundA& a, std::span<const Interval* const> bounds,
                                        BiasPair& bias, const RelaxParams& p) const override {
-    // A [S, B, *shape]; the relaxation broadcasts over S.
-    const Interval& pre = *bounds[0];
-    const ReluRelaxation r = relu_relaxation(pre);
+    // A [S, B, *shape]; the relaxation broadcasts over S. Lower bound: positive coefficients take
+    // the lower line, negative ones the upper line (the upper side the other way round).
     BoundA out;
-    // Lower bound: positive coefficients take the lower line, negative ones the upper line (the
-    // upper side the other way round). In-place products keep at most two A-sized temporaries.
-    if (a.lA.defined()) {
-      out.lA =
-          relax_side(a.lA, side_slope(r, pre, p.alpha_l), r.upper_d, r.upper_b, bias.lower, false);
-      // β-CROWN: min f ≥ min (f + β·s·z) over the box when s·z ≤ 0 on the domain and β ≥ 0.
-      if (p.beta_l.defined()) out.lA = out.lA + p.beta_l;
-    }
-    if (a.uA.defined()) {
-      out.uA =
-          relax_side(a.uA, r.upper_d, side_slope(r, pre, p.alpha_u), r.upper_b, bias.upper, true);
-      if (p.beta_u.defined()) out.uA = out.uA - p.beta_u;
-    }
+    std::tie(out.lA, out.uA) = relaxed_sides(a.lA, a.uA, *bounds[0], p, bias, as_is, contract);
+    // β-CROWN: min f ≥ min (f + β·s·z) over the box when s·z ≤ 0 on the domain and β ≥ 0.
+    if (out.lA.defined() && p.beta_l.defined()) out.lA = out.lA + p.beta_l;
+    if (out.uA.defined() && p.beta_u.defined()) out.uA = out.uA - p.beta_u;
     return {out};
   }
 };

@@ -115,8 +115,7 @@ class AlphaSlopes final : public RelaxationHook {
     at::Tensor fixed;     // sparse: [2, 1, *P] initial slopes of the rows without α
   };
   /// The α of (start, node), created on first use, projected for this pass's input bounds.
-  Slopes& prepare(int start, int node, const at::Tensor& rows,
-                  std::span<const Interval* const> in);
+  Slopes& prepare(int start, int node, const at::Tensor& rows, std::span<const Interval* const> in);
   /// The rows of a pass (ids `rows`): [rows, *P], or read at the windows of `window`.
   [[nodiscard]] RelaxParams select(const Slopes& s, const at::Tensor& rows,
                                    const PatchesA* window) const;
