@@ -1,0 +1,92 @@
+// util/recompute.hpp: a recomputed step gives the gradients of the plain autograd graph bit for
+// bit, keeps only its inputs for the backward (measured on the counting allocator), and is a plain
+// call without grad mode.
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <gtest/gtest.h>
+
+#include "distcrown/util/error.hpp"
+#include "distcrown/util/memory.hpp"
+#include "distcrown/util/recompute.hpp"
+
+namespace distcrown {
+namespace {
+
+// A ReLU-like step on A with a slope s: the shape of CROWN's relax_side (clamp, two products, an
+// intercept term per row).
+std::vector<at::Tensor> step(const std::vector<at::Tensor>& x) {
+  const at::Tensor& A = x[0];
+  const at::Tensor& s = x[1];
+  const at::Tensor pos = A.clamp_min(0);
+  const at::Tensor neg = A - pos;
+  const at::Tensor upper = s * 0.5 + 1.0;
+  return {pos * s + neg * upper, (neg * upper).sum(1)};
+}
+
+// Three chained steps; returns the loss.
+at::Tensor chain(const at::Tensor& A0, const at::Tensor& s, bool recompute) {
+  at::Tensor A = A0;
+  at::Tensor loss = at::zeros({}, A0.options());
+  for (int k = 0; k < 3; ++k) {
+    const std::vector<at::Tensor> in{A, s};
+    const std::vector<at::Tensor> out = recompute ? recomputed(step, in) : step(in);
+    A = out[0];
+    loss = loss + out[1].sum();
+  }
+  return loss + A.sum();
+}
+
+TEST(Recompute, GradientsEqualThePlainGraph) {
+  at::manual_seed(3);
+  at::Tensor A = at::randn({64, 32});
+  const at::Tensor s0 = at::rand({64, 32});
+  A.index_put_({0, 0}, 0.0);  // A == 0 takes clamp's convention in both graphs
+  c10::AutoGradMode on(true);
+  std::vector<at::Tensor> grads;
+  for (const bool recompute : {false, true}) {
+    const at::Tensor a = A.clone().requires_grad_(true);
+    const at::Tensor s = s0.clone().requires_grad_(true);
+    chain(a, s, recompute).backward();
+    grads.push_back(a.grad());
+    grads.push_back(s.grad());
+  }
+  EXPECT_TRUE(at::equal(grads[0], grads[2]));
+  EXPECT_TRUE(at::equal(grads[1], grads[3]));
+}
+
+TEST(Recompute, KeepsOnlyItsInputs) {
+  memory::install_counting_allocator();
+  at::manual_seed(4);
+  c10::AutoGradMode on(true);
+  std::vector<int64_t> kept;
+  for (const bool recompute : {false, true}) {
+    const at::Tensor a = at::randn({256, 1024}).requires_grad_(true);
+    const at::Tensor s = at::rand({256, 1024}).requires_grad_(true);
+    const int64_t before = memory::live_bytes();
+    at::Tensor loss = chain(a, s, recompute);
+    kept.push_back(memory::live_bytes() - before);  // what the graph holds for the backward
+    loss.backward();
+    EXPECT_GT(a.grad().abs().sum().item<double>(), 0.0);
+  }
+  // Plain: every step keeps its clamped A, its products' operands and its output; recomputed:
+  // each step's output (the next step's input) alone.
+  const int64_t one = 256 * 1024 * 4;
+  EXPECT_GE(kept[0], 9 * one) << "plain graph";
+  EXPECT_LE(kept[1], 4 * one) << "recomputed";
+}
+
+TEST(Recompute, WithoutGradModeItIsAPlainCall) {
+  const at::Tensor a = at::randn({4, 3}).requires_grad_(true);
+  const at::Tensor s = at::rand({4, 3});
+  {
+    c10::NoGradGuard off;
+    const std::vector<at::Tensor> out = recomputed(step, {a, s});
+    EXPECT_FALSE(out[0].requires_grad());
+  }
+  c10::AutoGradMode on(true);
+  EXPECT_TRUE(recomputed(step, {a, s})[0].requires_grad());
+  EXPECT_THROW((void)recomputed(step, {a, at::Tensor()}), Error);
+}
+
+}  // namespace
+}  // namespace distcrown
