@@ -70,7 +70,7 @@ TEST(Recompute, KeepsOnlyItsInputs) {
   }
   // Plain: every step keeps its clamped A, its products' operands and its output; recomputed:
   // each step's output (the next step's input) alone.
-  const int64_t one = 256 * 1024 * 4;
+  const int64_t one = int64_t{256} * 1024 * 4;  // bytes of one [256, 1024] float tensor
   EXPECT_GE(kept[0], 9 * one) << "plain graph";
   EXPECT_LE(kept[1], 4 * one) << "recomputed";
 }
