@@ -3,9 +3,9 @@
 // α-CROWN differentiates whole backward passes, and autograd would keep every intermediate
 // tensor of every step (a ReLU step on patches keeps its unfolded slopes, intercepts and the
 // clamped A: several tensors the size of the A) until the loss's backward. recomputed() keeps
-// only the step's inputs and runs the step again inside the backward: same values, same
-// gradients bit for bit (the same operations on the same inputs), less memory, one more forward
-// of the step.
+// only the step's inputs and runs the step again inside the backward: the same operations on the
+// same inputs, so the same values and gradients (bit for bit in tests/test_recompute.cpp and on
+// α-CROWN's bounds, docs/architecture.md), less memory, one more forward of the step.
 #include <functional>
 #include <vector>
 
