@@ -313,6 +313,40 @@ Interval CrownEngine::chunked(int start, const at::Tensor& idx, const RowMaker& 
   return {join(lower), join(upper)};
 }
 
+void CrownEngine::watch_deadline(const at::Tensor& A) const {
+  if (A.defined() && A.requires_grad()) {
+    // α/β optimisation's autograd backward retraces this pass: it stops at the deadline too.
+    A.register_hook([check = opt_.checkpoint](const at::Tensor& /*grad*/) { check(); });
+  }
+}
+
+void CrownEngine::step_inputs(const GraphNode& node, std::vector<const Interval*>& in_bounds) {
+  in_bounds.clear();
+  for (int p : node.inputs) {
+    const auto& b = bounds_[size_t(p)];
+    if (node.op->needs_input_bounds() && !b) {
+      throw Error("internal: bounds of node '" + g_.node(p).name + "' needed before computed");
+    }
+    in_bounds.push_back(b ? &*b : nullptr);
+  }
+  // The forward values at the box centre follow the input bounds.
+  if (node.op->traits().needs_centre_values) {
+    const std::vector<Interval>& centre = centre_values();
+    for (int p : node.inputs) in_bounds.push_back(&centre[size_t(p)]);
+  }
+}
+
+std::vector<BoundA> CrownEngine::dense_step(int start, int i, const BoundA& here,
+                                            std::span<const Interval* const> in_bounds,
+                                            BiasPair& bias, const at::Tensor& rows) {
+  const BoundNode& op = *g_.node(i).op;
+  if (hook_ == nullptr || !op.has_relaxation_params()) return op.backward(here, in_bounds, bias);
+  const int64_t r = here.lA.defined() ? here.lA.size(0) : here.uA.size(0);
+  const at::Tensor ids = rows.defined() ? rows : at::arange(r, index_options());
+  hook_->observe(start, i, here);
+  return op.backward_relaxed(here, in_bounds, bias, hook_->params(start, i, ids, in_bounds));
+}
+
 Interval CrownEngine::backward_from(int start, BoundA a, const at::Tensor& rows) {
   std::map<int, BoundA> pending;  // A matrices waiting at a node, [spec, batch, *shape]
   pending.emplace(start, std::move(a));
@@ -324,33 +358,10 @@ Interval CrownEngine::backward_from(int start, BoundA a, const at::Tensor& rows)
     opt_.checkpoint();  // may throw DeadlineReached; the pass's A matrices are freed
     BoundA here = std::move(it->second);
     pending.erase(it);
-    if (here.lA.defined() && here.lA.requires_grad()) {
-      // α/β optimisation's autograd backward retraces this pass: it stops at the deadline too.
-      here.lA.register_hook([check = opt_.checkpoint](const at::Tensor& /*grad*/) { check(); });
-    }
+    watch_deadline(here.lA);
     const GraphNode& node = g_.node(i);
-    in_bounds.clear();
-    for (int p : node.inputs) {
-      const auto& b = bounds_[size_t(p)];
-      if (node.op->needs_input_bounds() && !b) {
-        throw Error("internal: bounds of node '" + g_.node(p).name + "' needed before computed");
-      }
-      in_bounds.push_back(b ? &*b : nullptr);
-    }
-    if (node.op->traits().needs_centre_values) {
-      const std::vector<Interval>& centre = centre_values();
-      for (int p : node.inputs) in_bounds.push_back(&centre[size_t(p)]);
-    }
-    std::vector<BoundA> outs;
-    if (hook_ != nullptr && node.op->has_relaxation_params()) {
-      const int64_t r = here.lA.defined() ? here.lA.size(0) : here.uA.size(0);
-      const at::Tensor ids = rows.defined() ? rows : at::arange(r, index_options());
-      hook_->observe(start, i, here);
-      outs =
-          node.op->backward_relaxed(here, in_bounds, bias, hook_->params(start, i, ids, in_bounds));
-    } else {
-      outs = node.op->backward(here, in_bounds, bias);
-    }
+    step_inputs(node, in_bounds);
+    std::vector<BoundA> outs = dense_step(start, i, here, in_bounds, bias, rows);
     here = {};  // the node's A is no longer needed
     for (size_t j = 0; j < node.inputs.size(); ++j) {
       auto [slot, inserted] = pending.try_emplace(node.inputs[j], std::move(outs[j]));

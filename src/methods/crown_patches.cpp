@@ -97,32 +97,16 @@ Interval CrownEngine::backward_from_patches(int start, PatchesA a, const at::Ten
     opt_.checkpoint();  // may throw DeadlineReached; the pass's A matrices are freed
     PendingA here = std::move(it->second);
     pending.erase(it);
-    const at::Tensor& first_side = here.patches ? here.patches->lA : here.dense.lA;
-    if (first_side.defined() && first_side.requires_grad()) {
-      // As backward_from(): α's autograd backward retraces this pass and stops at the deadline.
-      first_side.register_hook([check = opt_.checkpoint](const at::Tensor& /*grad*/) { check(); });
-    }
+    watch_deadline(here.patches ? here.patches->lA : here.dense.lA);
     const GraphNode& node = g_.node(i);
-    in_bounds.clear();
-    for (int p : node.inputs) {
-      const auto& b = bounds_[size_t(p)];
-      if (node.op->needs_input_bounds() && !b) {
-        throw Error("internal: bounds of node '" + g_.node(p).name + "' needed before computed");
-      }
-      in_bounds.push_back(b ? &*b : nullptr);
-    }
-    // As backward_from(): the forward values at the box centre follow the input bounds.
-    if (node.op->traits().needs_centre_values) {
-      const std::vector<Interval>& centre = centre_values();
-      for (int p : node.inputs) in_bounds.push_back(&centre[size_t(p)]);
-    }
+    step_inputs(node, in_bounds);
     if (here.patches && !node.op->traits().patches) {
       here.dense = dense_of(*here.patches, node.shape);
       here.patches.reset();
     }
-    const bool relaxed = hook_ != nullptr && node.op->has_relaxation_params();
     std::vector<PendingA> outs;
     if (here.patches) {
+      const bool relaxed = hook_ != nullptr && node.op->has_relaxation_params();
       std::vector<PatchesA> mapped =
           relaxed ? node.op->backward_patches_relaxed(
                         *here.patches, in_bounds, bias,
@@ -134,10 +118,7 @@ Interval CrownEngine::backward_from_patches(int start, PatchesA a, const at::Ten
         outs.push_back(std::move(out));
       }
     } else {
-      std::vector<BoundA> mapped =
-          relaxed ? node.op->backward_relaxed(here.dense, in_bounds, bias,
-                                              hook_->params(start, i, rows, in_bounds))
-                  : node.op->backward(here.dense, in_bounds, bias);
+      std::vector<BoundA> mapped = dense_step(start, i, here.dense, in_bounds, bias, rows);
       for (BoundA& d : mapped) {
         PendingA out;
         out.dense = std::move(d);

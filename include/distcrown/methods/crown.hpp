@@ -4,6 +4,7 @@
 // propagated: the one for a node is dropped as soon as its inputs' are computed.
 #include <functional>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "distcrown/bounds/interval.hpp"
@@ -78,6 +79,18 @@ class CrownEngine {
   [[nodiscard]] int64_t rows_per_pass(int start, int64_t k) const;
 
  private:
+  /// A step of a backward pass whose A (either layout's) is under autograd registers a hook
+  /// that checks the deadline when α/β's backward retraces the step.
+  void watch_deadline(const at::Tensor& A) const;
+  /// The bounds a step of node `node` reads: each input's, then, for an op that needs them,
+  /// each input's forward values at the box centre.
+  void step_inputs(const GraphNode& node, std::vector<const Interval*>& in_bounds);
+  /// One dense step through node `i`: relaxed through the hook (observed first) when the node
+  /// has relaxation parameters and a hook is set, else CROWN's own. `rows` names the pass's
+  /// rows for the hook (undefined: 0..r-1).
+  std::vector<BoundA> dense_step(int start, int i, const BoundA& here,
+                                 std::span<const Interval* const> in_bounds, BiasPair& bias,
+                                 const at::Tensor& rows);
   /// Row indices live on the device of the bounds (they index device tensors).
   [[nodiscard]] at::TensorOptions index_options() const;
   /// Forward values of every node at the centre of the box, as point intervals, computed on
