@@ -768,6 +768,26 @@ TEST(ReluBab, ProvesATruePropertyInRounds) {
   EXPECT_GE(b.domains_bounded, 3);
 }
 
+// Each branching heuristic (greedy BaBSR, FSB) with either reduction proves it, in rounds.
+TEST(ReluBab, EveryBranchingProvesIt) {
+  const HardProperty h = hard_property(0.5);
+  ASSERT_LT(h.alpha_lower, h.rhs) << "alpha-CROWN proves it at the root: not a BaB test";
+  const auto objs = objectives(h.property.cases[0], 1);
+  for (const bab::Branching branching : {bab::Branching::kBabsr, bab::Branching::kFsb}) {
+    for (const bab::BranchingReduce reduce :
+         {bab::BranchingReduce::kMin, bab::BranchingReduce::kMax}) {
+      bab::BabOptions o;
+      o.branching = branching;
+      o.branching_reduce = reduce;
+      const bab::Deadline deadline(30);
+      const bab::BabResult b =
+          bab::relu_bab(h.net.graph, h.property.cases[0], objs[0], objs, o, deadline);
+      EXPECT_EQ(status(b), "proved") << int(branching) << "/" << int(reduce) << ": " << b.reason;
+      EXPECT_GE(b.rounds, 1);
+    }
+  }
+}
+
 // Two disjuncts left open by α-CROWN (y ≤ rhs, and 2y ≤ 2·rhs − 0.01 as its own row), searched
 // joined (one tree, a domain done when both are impossible on it) and each in turn: both unsat,
 // the joined search bounding domains of its own.

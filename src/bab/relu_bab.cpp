@@ -13,6 +13,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
+#include "distcrown/bab/branching.hpp"
 #include "distcrown/collective/agreement.hpp"
 #include "distcrown/io/problem.hpp"
 #include "distcrown/methods/adam.hpp"
@@ -45,6 +46,22 @@ BoundOptions without_row_alignment(BoundOptions o) {
 BoundOptions with_checkpoint(BoundOptions o, const Deadline& deadline, Progress& progress) {
   o.checkpoint = Checkpoint{deadline, &progress};
   return o;
+}
+
+// BaBSR's bias term of the node feeding a ReLU ([1, N]; this rank's neurons under TP): an
+// affine node's output on zero inputs, its constant term as a function of its own inputs (a
+// Linear's or Conv's bias, BatchNorm's shift); zeros for any other node. Every rank of a group
+// constructs its ReluBab together, so the weights FSDP gathers in forward() are gathered by all.
+at::Tensor constant_term(const BoundGraph& g, int node) {
+  const GraphNode& n = g.node(node);
+  const auto options = at::TensorOptions().dtype(g.dtype()).device(g.device());
+  if (n.op && n.op->traits().affine) {
+    c10::NoGradGuard no_grad;
+    std::vector<at::Tensor> zeros;
+    for (int p : n.inputs) zeros.push_back(at::zeros(g.node(p).shape, options));
+    return n.op->forward(zeros).reshape({1, -1});
+  }
+  return at::zeros({1, g.node_numel(node)}, options);  // node shapes are this rank's under TP
 }
 
 // Relaxation parameters of one batch: α and β·s per ReLU, and what the last pass saw.
@@ -109,6 +126,7 @@ class ReluBab {
         const GraphNode& in = g.node(pre_.back());
         const OutputShard* s = in.op ? in.op->output_shard() : nullptr;
         shards_.push_back(s != nullptr ? std::optional<OutputShard>(*s) : std::nullopt);
+        bias_.push_back(constant_term(g, pre_.back()));
       } else if (t.needs_input_bounds) {
         for (const int p : g.node(i).inputs) other_pre_.push_back(p);
       }
@@ -145,7 +163,7 @@ class ReluBab {
   Bounded bound_here(std::vector<Domain>& ds, int iterations, bool optimise);
   /// Writes a bounded batch into its domains: each value (floored at the parent's when
   /// `optimise`; FSB's trial values stay unfloored, they rank candidate splits against each
-  /// other), α and β ([K, B, *shape] per ReLU) and scores ([B, N_all], or undefined).
+  /// other), α and β ([K, B, *shape] per ReLU) and scores ([B, 2, N_all], or undefined).
   void store(std::vector<Domain>& ds, const at::Tensor& values,
              const std::vector<at::Tensor>& alpha, const std::vector<at::Tensor>& beta,
              const at::Tensor& scores, bool optimise) const;
@@ -195,6 +213,7 @@ class ReluBab {
   std::vector<int> relus_, pre_;
   std::vector<int> other_pre_;  // inputs of relaxed nodes that are not split (MaxPool, Sigmoid)
   std::map<int, size_t> relu_index_;
+  std::vector<at::Tensor> bias_;  // per ReLU: constant_term() of its input node, [1, N local]
   int64_t K_ = 0;
   int64_t bounded_ = 0;
   /// Tensor bytes one parent's part of a round cost at its peak (its two children, FSB's
@@ -289,7 +308,7 @@ ReluBab::Bounded ReluBab::bound(std::vector<Domain>& ds, int iterations, bool op
     std::vector<at::Tensor> rows;
     rows.reserve(part.size());
     for (const Domain& d : part) rows.push_back(d.score);
-    scores = gather_shares(at::stack(rows), 0, B);  // [B, N_all]
+    scores = gather_shares(at::stack(rows), 0, B);  // [B, 2, N_all]
   }
   store(ds, out.values, alpha, beta, scores, optimise);
   return out;
@@ -472,29 +491,29 @@ ReluBab::Bounded ReluBab::bound_here(std::vector<Domain>& ds, int iterations, bo
   bounded_ += B;
   out.lower = best;
   out.values = domain_values(obj_, best);  // [B]
-  // Scores: each free unstable neuron's relaxation gap weighted by its A coefficient (summed
-  // over the spec rows that still matter: joined disjuncts drop those proved on the domain):
-  // positive A takes the lower line α·z (gap max((1−α)u, −αl)), negative A the chord (gap
-  // −u·l/(u−l)).
+  // Scores (branching.hpp): BaBSR's score and intercept score of each free unstable neuron, over
+  // the spec rows that still matter (joined disjuncts drop those proved on the domain).
   const at::Tensor row_weight = open_rows(obj_, best).t().reshape({K_, B, 1});  // [K, B, 1]
-  std::vector<at::Tensor> scores;
+  std::vector<at::Tensor> scores;  // per ReLU [B, 2, N]
   for (size_t r = 0; r < R && out.recorded; ++r) {
-    const at::Tensor A =
-        hook.relu_A[r].defined()
-            ? (hook.relu_A[r].slice(0, 0, K_).reshape({K_, B, -1}) * row_weight).sum(0)
-            : at::zeros({B, pre_bounds[r].lower[0].numel()}, best.options());
     const at::Tensor l = pre_bounds[r].lower.reshape({B, -1});
     const at::Tensor u = pre_bounds[r].upper.reshape({B, -1});
-    const at::Tensor al = alpha[r].detach().mean(0).reshape({B, -1});
+    const at::Tensor A = hook.relu_A[r].defined()
+                             ? hook.relu_A[r].slice(0, 0, K_).reshape({K_, B, -1})
+                             : at::zeros({K_, B, l.size(1)}, best.options());
+    const BabsrScores sc =
+        babsr_scores(A, row_weight, l, u, bias_[r], o_.branching_reduce == BranchingReduce::kMax);
     const at::Tensor free = (l < 0) & (u > 0) & (split[r].reshape({B, -1}) == 0);
-    const at::Tensor chord_gap = -u * l / (u - l).clamp_min(1e-12);
-    const at::Tensor lower_gap = at::maximum((1 - al) * u, -al * l);
-    const at::Tensor s = A.clamp_min(0) * lower_gap + (-A).clamp_min(0) * chord_gap;
-    // Tie-break toward wide intervals so zero-score neurons are still ordered.
-    const at::Tensor scored = at::where(free, s + 1e-9 * (u - l), at::full_like(s, -1.0));
-    scores.push_back(whole(scored.reshape(pre_bounds[r].lower.sizes()), r).reshape({B, -1}));
+    const at::Tensor none = at::full_like(l, kUnsplittable);
+    // Tie-break toward wide intervals so that neurons without a score are still ordered.
+    const at::Tensor by_score = at::where(free, sc.score + 1e-9 * (u - l), none);
+    const at::Tensor by_intercept = at::where(free, -sc.intercept, none);
+    const auto whole_row = [&](const at::Tensor& t) {
+      return whole(t.reshape(pre_bounds[r].lower.sizes()), r).reshape({B, 1, -1});
+    };
+    scores.push_back(at::cat({whole_row(by_score), whole_row(by_intercept)}, 1));
   }
-  const at::Tensor all_scores = out.recorded ? at::cat(scores, 1).to(at::kFloat) : at::Tensor();
+  const at::Tensor all_scores = out.recorded ? at::cat(scores, 2).to(at::kFloat) : at::Tensor();
   for (size_t r = 0; r < R; ++r) {  // every neuron's, as domains keep them
     alpha[r] = whole(alpha[r], r);
     beta[r] = whole(beta[r], r);
@@ -605,18 +624,17 @@ std::vector<std::pair<size_t, int64_t>> ReluBab::choose(const std::vector<Domain
     return std::pair<size_t, int64_t>{r, flat - offsets[r]};
   };
   std::vector<std::pair<size_t, int64_t>> picks;
-  const int k = o_.branching == Branching::kFsb ? o_.fsb_candidates : 1;
+  const bool fsb = o_.branching == Branching::kFsb && o_.fsb_candidates > 1;
   std::vector<std::vector<int64_t>> cands(parents.size());
   for (size_t p = 0; p < parents.size(); ++p) {
-    const at::Tensor s = parents[p].score;
-    const int64_t kk = std::min<int64_t>(k, (s >= 0).sum().item<int64_t>());
-    const at::Tensor top = std::get<1>(s.topk(std::max<int64_t>(kk, 1)));
-    for (int64_t i = 0; i < kk; ++i) cands[p].push_back(top[i].item<int64_t>());
-    picks.push_back(locate(cands[p].front()));
+    const at::Tensor& s = parents[p].score;  // [2, N_all]
+    cands[p] = fsb ? fsb_candidates(s, o_.fsb_candidates)
+                   : std::vector<int64_t>{std::max<int64_t>(babsr_choice(s), 0)};
+    picks.push_back(locate(cands[p].empty() ? 0 : cands[p].front()));
   }
-  if (k <= 1) return picks;
+  if (!fsb) return picks;
   // FSB: bound both children of every candidate once (no optimisation) and keep, per parent, the
-  // candidate whose worse child is best.
+  // candidate whose worse child (with BranchingReduce::kMax, better child) is best.
   std::vector<Domain> trial;
   std::vector<std::pair<size_t, int64_t>> owner;  // (parent, flat)
   for (size_t p = 0; p < parents.size(); ++p) {
@@ -643,11 +661,14 @@ std::vector<std::pair<size_t, int64_t>> ReluBab::choose(const std::vector<Domain
   const auto v = at::cat(pieces).to(at::kDouble).contiguous();
   std::vector<double> best(parents.size(), -std::numeric_limits<double>::infinity());
   for (size_t t = 0; t < owner.size(); ++t) {
-    const double worse =
-        std::min(v[int64_t(2 * t)].item<double>(), v[int64_t(2 * t + 1)].item<double>());
+    const double inactive = v[int64_t(2 * t)].item<double>();
+    const double active = v[int64_t(2 * t + 1)].item<double>();
+    const double reduced = o_.branching_reduce == BranchingReduce::kMax
+                               ? std::max(inactive, active)
+                               : std::min(inactive, active);
     const size_t p = owner[t].first;
-    if (worse > best[p]) {
-      best[p] = worse;
+    if (reduced > best[p]) {
+      best[p] = reduced;
       picks[p] = locate(owner[t].second);
     }
   }

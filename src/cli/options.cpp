@@ -184,6 +184,10 @@ const std::vector<OptionSpec>& table() {
        field([](RunOptions & r) -> auto& { return r.verify.bab.disjuncts; })},
       {"branching", Applies::kVerify, "ReLU branching heuristic",
        field([](RunOptions & r) -> auto& { return r.verify.bab.branching; })},
+      {"branching-reduce", Applies::kVerify,
+       "how branching rates a split by its two children: min (the worse child's bound) or max "
+       "(the better child's)",
+       field([](RunOptions & r) -> auto& { return r.verify.bab.branching_reduce; })},
       {"split", Applies::kVerify,
        "auto (input splitting for <= 16 inputs, else ReLU splitting), input or relu",
        field([](RunOptions & r) -> auto& { return r.verify.split; })},

@@ -23,6 +23,16 @@ constexpr auto enum_table(Branching) {
   return std::array{P{Branching::kBabsr, "babsr"}, P{Branching::kFsb, "fsb"}};
 }
 
+/// How a split's two children are reduced to one number where branching compares splits
+/// (α,β-CROWN's branching reduceop): FSB keeps the candidate whose worse (kMin) or better (kMax)
+/// child bounds best; BaBSR's score takes the smaller or larger of its two bias estimates.
+enum class BranchingReduce { kMin, kMax };
+
+constexpr auto enum_table(BranchingReduce) {
+  using P = std::pair<BranchingReduce, std::string_view>;
+  return std::array{P{BranchingReduce::kMin, "min"}, P{BranchingReduce::kMax, "max"}};
+}
+
 class Progress;
 
 /// The ranks one branch and bound runs on (docs/architecture.md, "Branch and bound across
@@ -67,8 +77,11 @@ struct BabOptions {
   /// Domains taken from the queue per round; their 2·batch children are bounded in one call.
   int64_t batch = 64;
   Branching branching = Branching::kFsb;
-  int fsb_candidates = 3;  // FSB: best-scored neurons per domain whose splits are tried
-  int iterations = 20;     // α/β optimisation steps per round (ReLU splitting)
+  /// FSB: per domain, the best neurons by each of BaBSR's two scores whose splits are tried
+  /// (up to 2·fsb_candidates; bab/branching.hpp).
+  int fsb_candidates = 3;
+  BranchingReduce branching_reduce = BranchingReduce::kMin;
+  int iterations = 20;  // α/β optimisation steps per round (ReLU splitting)
   BabIntermediate intermediate = BabIntermediate::kFixed;
   DisjunctSearch disjuncts = DisjunctSearch::kEach;  // ReLU splitting only
   double lr_alpha = 0.1;

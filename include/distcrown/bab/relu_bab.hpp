@@ -5,9 +5,9 @@
 // interval is clamped to its side; the output bound of a domain is CROWN with per-domain α
 // (inherited from the parent) and split multipliers β ≥ 0 (Lagrangian terms β·s·z added at the
 // split neurons), optimised jointly by Adam. Domains are bounded in batches (the batch dimension of
-// every tensor) and kept in a priority queue, worst bound first. Branching: BaBSR-style scores
-// (each unstable neuron's relaxation gap weighted by its A coefficient) or FSB (the best-scored
-// candidates' children bounded once, the split with the best worse child taken).
+// every tensor) and kept in a priority queue, worst bound first. Branching (bab/branching.hpp):
+// BaBSR's scores, or FSB (the best candidates by BaBSR's two scores bounded once, the split whose
+// worse (or better) child bounds best taken).
 #include <map>
 #include <optional>
 #include <vector>
