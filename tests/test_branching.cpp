@@ -11,7 +11,7 @@
 namespace distcrown::bab {
 namespace {
 
-at::Tensor t(std::vector<double> v, std::vector<int64_t> shape) {
+at::Tensor t(const std::vector<double>& v, const std::vector<int64_t>& shape) {
   return at::tensor(v, at::kDouble).reshape(shape);
 }
 
@@ -57,7 +57,7 @@ TEST(BabsrScores, StableNeuronsScoreZeroAndRowsAreWeighted) {
 }
 
 // Scores as a domain keeps them: row 0 BaBSR's score, row 1 the negated intercept score.
-at::Tensor kept(std::vector<double> score, std::vector<double> intercept) {
+at::Tensor kept(const std::vector<double>& score, const std::vector<double>& intercept) {
   const auto n = int64_t(score.size());
   return at::stack({t(score, {n}), t(intercept, {n})});
 }
