@@ -208,6 +208,9 @@ class ReluBab {
   /// process's). Both return `t` for a ReLU outside the zones.
   [[nodiscard]] at::Tensor local_part(const at::Tensor& t, size_t r) const;
   [[nodiscard]] at::Tensor whole(const at::Tensor& t, size_t r) const;
+  /// whole() of many tensors (each with its ReLU) in one AllGather.
+  [[nodiscard]] std::vector<at::Tensor> whole(
+      const std::vector<std::pair<at::Tensor, size_t>>& items) const;
   collective::CommPtr share_;  // the group's ranks that split each batch; null: none
   std::vector<std::optional<OutputShard>> shards_;  // per ReLU: its input's slice under TP
   std::vector<int> relus_, pre_;
@@ -245,28 +248,61 @@ at::Tensor ReluBab::local_part(const at::Tensor& t, size_t r) const {
   return s ? t.narrow(-1, s->offset, s->width) : t;
 }
 
-at::Tensor ReluBab::whole(const at::Tensor& t, size_t r) const {
-  const std::optional<OutputShard>& s = shards_[r];
-  if (!s) return t;
+at::Tensor ReluBab::whole(const at::Tensor& t, size_t r) const { return whole({{t, r}}).front(); }
+
+std::vector<at::Tensor> ReluBab::whole(
+    const std::vector<std::pair<at::Tensor, size_t>>& items) const {
+  std::vector<at::Tensor> out(items.size());
+  std::vector<size_t> sharded;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (shards_[items[i].second]) {
+      sharded.push_back(i);
+    } else {
+      out[i] = items[i].first;
+    }
+  }
+  if (sharded.empty()) return out;
   collective::Communicator& comm = *g_.tensor_parallel_group();
   const int P = comm.size();
-  // Each rank's slice [w_q, ...] (neurons first) padded to ceil(global / P) rows, so that the
-  // AllGather has equal parts; then every rank's width of its part, in rank order.
-  const int64_t per = (s->global + P - 1) / P;
-  const at::Tensor mine = t.detach().movedim(-1, 0);
-  std::vector<int64_t> shape(mine.sizes().begin(), mine.sizes().end());
-  shape[0] = per;
-  at::Tensor padded = at::zeros(shape, mine.options());
-  padded.narrow(0, 0, s->width).copy_(mine);
-  shape[0] = P * per;
-  at::Tensor all = at::empty(shape, mine.options());
-  comm.all_gather(padded, all);
-  std::vector<at::Tensor> parts;
-  parts.reserve(size_t(P));
-  for (int q = 0; q < P; ++q) {
-    parts.push_back(all.narrow(0, q * per, sharding::balanced_split(s->global, P, q).width));
+  const auto per_of = [&](const OutputShard& s) { return (s.global + P - 1) / P; };
+  // Each item's slice, neurons first and the rest flattened, [w_q, n], padded to ceil(global / P)
+  // rows so that every rank's part has the same size; the items one after another in one buffer,
+  // so that one AllGather serves them all; then each item's parts, each rank's width of its part.
+  const at::ScalarType dtype = items[sharded.front()].first.scalar_type();
+  const at::TensorOptions options = items[sharded.front()].first.options().dtype(dtype);
+  std::vector<at::Tensor> pieces;
+  std::vector<int64_t> cols;
+  for (const size_t i : sharded) {
+    const OutputShard& s = *shards_[items[i].second];
+    const at::Tensor mine = items[i].first.detach().movedim(-1, 0).reshape({s.width, -1}).to(dtype);
+    at::Tensor padded = at::zeros({per_of(s), mine.size(1)}, options);
+    padded.narrow(0, 0, s.width).copy_(mine);
+    cols.push_back(mine.size(1));
+    pieces.push_back(padded.reshape({-1}));
   }
-  return at::cat(parts, 0).movedim(0, -1).contiguous();
+  const at::Tensor mine = at::cat(pieces);
+  at::Tensor all = at::empty({P * mine.numel()}, options);
+  comm.all_gather(mine, all);
+  all = all.view({P, mine.numel()});
+  int64_t offset = 0;
+  for (size_t k = 0; k < sharded.size(); ++k) {
+    const at::Tensor& t = items[sharded[k]].first;
+    const OutputShard& s = *shards_[items[sharded[k]].second];
+    const int64_t per = per_of(s);
+    std::vector<at::Tensor> parts;
+    parts.reserve(size_t(P));
+    for (int q = 0; q < P; ++q) {
+      parts.push_back(all[q]
+                          .narrow(0, offset, per * cols[k])
+                          .view({per, cols[k]})
+                          .narrow(0, 0, sharding::balanced_split(s.global, P, q).width));
+    }
+    std::vector<int64_t> shape{s.global};  // [global, *t's dims but the last]
+    shape.insert(shape.end(), t.sizes().begin(), t.sizes().end() - 1);
+    out[sharded[k]] = at::cat(parts, 0).view(shape).movedim(0, -1).contiguous().to(t.scalar_type());
+    offset += per * cols[k];
+  }
+  return out;
 }
 
 at::Tensor ReluBab::gather_shares(const at::Tensor& t, int64_t dim, int64_t B) const {
@@ -494,7 +530,7 @@ ReluBab::Bounded ReluBab::bound_here(std::vector<Domain>& ds, int iterations, bo
   // Scores (branching.hpp): BaBSR's score and intercept score of each free unstable neuron, over
   // the spec rows that still matter (joined disjuncts drop those proved on the domain).
   const at::Tensor row_weight = open_rows(obj_, best).t().reshape({K_, B, 1});  // [K, B, 1]
-  std::vector<at::Tensor> scores;  // per ReLU [B, 2, N]
+  std::vector<std::pair<at::Tensor, size_t>> scores;  // per ReLU: score, intercept, [B, *shape]
   for (size_t r = 0; r < R && out.recorded; ++r) {
     const at::Tensor l = pre_bounds[r].lower.reshape({B, -1});
     const at::Tensor u = pre_bounds[r].upper.reshape({B, -1});
@@ -506,25 +542,41 @@ ReluBab::Bounded ReluBab::bound_here(std::vector<Domain>& ds, int iterations, bo
     const at::Tensor free = (l < 0) & (u > 0) & (split[r].reshape({B, -1}) == 0);
     const at::Tensor none = at::full_like(l, kUnsplittable);
     // Tie-break toward wide intervals so that neurons without a score are still ordered.
-    const at::Tensor by_score = at::where(free, sc.score + 1e-9 * (u - l), none);
-    const at::Tensor by_intercept = at::where(free, -sc.intercept, none);
-    const auto whole_row = [&](const at::Tensor& t) {
-      return whole(t.reshape(pre_bounds[r].lower.sizes()), r).reshape({B, 1, -1});
-    };
-    scores.push_back(at::cat({whole_row(by_score), whole_row(by_intercept)}, 1));
+    const auto shape = pre_bounds[r].lower.sizes();
+    scores.emplace_back(at::where(free, sc.score + 1e-9 * (u - l), none).reshape(shape), r);
+    scores.emplace_back(at::where(free, -sc.intercept, none).reshape(shape), r);
   }
-  const at::Tensor all_scores = out.recorded ? at::cat(scores, 2).to(at::kFloat) : at::Tensor();
-  for (size_t r = 0; r < R; ++r) {  // every neuron's, as domains keep them
-    alpha[r] = whole(alpha[r], r);
-    beta[r] = whole(beta[r], r);
+  // Every neuron's, as domains keep them: one AllGather per kind under TP.
+  at::Tensor all_scores;  // [B, 2, N_all]
+  if (out.recorded) {
+    const std::vector<at::Tensor> w = whole(scores);
+    std::vector<at::Tensor> per_relu;
+    for (size_t r = 0; r < R; ++r) {
+      per_relu.push_back(at::stack({w[2 * r].reshape({B, -1}), w[2 * r + 1].reshape({B, -1})}, 1));
+    }
+    all_scores = at::cat(per_relu, 2).to(at::kFloat);
+  }
+  std::vector<std::pair<at::Tensor, size_t>> params_of;
+  for (size_t r = 0; r < R; ++r) {
+    params_of.emplace_back(alpha[r], r);
+    params_of.emplace_back(beta[r], r);
+  }
+  const std::vector<at::Tensor> params_whole = whole(params_of);
+  for (size_t r = 0; r < R; ++r) {
+    alpha[r] = params_whole[2 * r];
+    beta[r] = params_whole[2 * r + 1];
   }
   store(ds, out.values, alpha, beta, all_scores, optimise);
+  std::vector<std::pair<at::Tensor, size_t>> refreshed;
   for (size_t r = refresh_after + 1; r < R; ++r) {
-    const at::Tensor lower = whole(pre_bounds[r].lower, r);
-    const at::Tensor upper = whole(pre_bounds[r].upper, r);
+    refreshed.emplace_back(pre_bounds[r].lower, r);
+    refreshed.emplace_back(pre_bounds[r].upper, r);
+  }
+  const std::vector<at::Tensor> bounds_whole = whole(refreshed);
+  for (size_t r = refresh_after + 1, k = 0; r < R; ++r, k += 2) {
     for (int64_t b = 0; b < B; ++b) {
-      ds[size_t(b)].lower[r] = lower.narrow(0, b, 1).clone();
-      ds[size_t(b)].upper[r] = upper.narrow(0, b, 1).clone();
+      ds[size_t(b)].lower[r] = bounds_whole[k].narrow(0, b, 1).clone();
+      ds[size_t(b)].upper[r] = bounds_whole[k + 1].narrow(0, b, 1).clone();
     }
   }
   out.input_A = hook.input_A;
