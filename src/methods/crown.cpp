@@ -338,12 +338,12 @@ void CrownEngine::step_inputs(const GraphNode& node, std::vector<const Interval*
 
 std::vector<BoundA> CrownEngine::dense_step(int start, int i, const BoundA& here,
                                             std::span<const Interval* const> in_bounds,
-                                            BiasPair& bias, const at::Tensor& rows) {
+                                            BiasPair& bias, const at::Tensor& rows, bool observe) {
   const BoundNode& op = *g_.node(i).op;
   if (hook_ == nullptr || !op.has_relaxation_params()) return op.backward(here, in_bounds, bias);
   const int64_t r = here.lA.defined() ? here.lA.size(0) : here.uA.size(0);
   const at::Tensor ids = rows.defined() ? rows : at::arange(r, index_options());
-  hook_->observe(start, i, here);
+  if (observe) hook_->observe(start, i, here);
   return op.backward_relaxed(here, in_bounds, bias, hook_->params(start, i, ids, in_bounds));
 }
 
@@ -361,7 +361,7 @@ Interval CrownEngine::backward_from(int start, BoundA a, const at::Tensor& rows)
     watch_deadline(here.lA);
     const GraphNode& node = g_.node(i);
     step_inputs(node, in_bounds);
-    std::vector<BoundA> outs = dense_step(start, i, here, in_bounds, bias, rows);
+    std::vector<BoundA> outs = dense_step(start, i, here, in_bounds, bias, rows, true);
     here = {};  // the node's A is no longer needed
     for (size_t j = 0; j < node.inputs.size(); ++j) {
       auto [slot, inserted] = pending.try_emplace(node.inputs[j], std::move(outs[j]));

@@ -118,7 +118,8 @@ Interval CrownEngine::backward_from_patches(int start, PatchesA a, const at::Ten
         outs.push_back(std::move(out));
       }
     } else {
-      std::vector<BoundA> mapped = dense_step(start, i, here.dense, in_bounds, bias, rows);
+      std::vector<BoundA> mapped =
+          dense_step(start, i, here.dense, in_bounds, bias, rows, /*observe=*/false);
       for (BoundA& d : mapped) {
         PendingA out;
         out.dense = std::move(d);

@@ -85,12 +85,13 @@ class CrownEngine {
   /// The bounds a step of node `node` reads: each input's, then, for an op that needs them,
   /// each input's forward values at the box centre.
   void step_inputs(const GraphNode& node, std::vector<const Interval*>& in_bounds);
-  /// One dense step through node `i`: relaxed through the hook (observed first) when the node
-  /// has relaxation parameters and a hook is set, else CROWN's own. `rows` names the pass's
-  /// rows for the hook (undefined: 0..r-1).
+  /// One dense step through node `i`: relaxed through the hook when the node has relaxation
+  /// parameters and a hook is set (observed first when `observe`: dense passes are, patches
+  /// passes are not, as RelaxationHook::takes_patches() promises), else CROWN's own. `rows`
+  /// names the pass's rows for the hook (undefined: 0..r-1).
   std::vector<BoundA> dense_step(int start, int i, const BoundA& here,
                                  std::span<const Interval* const> in_bounds, BiasPair& bias,
-                                 const at::Tensor& rows);
+                                 const at::Tensor& rows, bool observe);
   /// Row indices live on the device of the bounds (they index device tensors).
   [[nodiscard]] at::TensorOptions index_options() const;
   /// Forward values of every node at the centre of the box, as point intervals, computed on
