@@ -1175,6 +1175,53 @@ TEST(InputBab, FindsACounterexampleInASmallRegion) {
   EXPECT_TRUE(inside(b.counterexample->x, p.cases[0]));
 }
 
+// The attack of a branch-and-bound round draws new random starts every round: on a property
+// that holds on about 3% of the box, the 16 random starts (no PGD steps: the starts alone are
+// checked) of some rounds hit it and of others miss, each round the same on every run.
+TEST(RoundAttack, DrawsFreshStartsEachRound) {
+  const std::vector<Layer> layers = random_layers({2, 16, 16, 1}, 9);
+  Net net = build(layers, at::kDouble);
+  const InputBox box{at::full({1, 2}, -1.0, at::kDouble), at::full({1, 2}, 1.0, at::kDouble)};
+  double rhs = 0;
+  {
+    c10::NoGradGuard no_grad;
+    at::Generator gen = at::detail::createCPUGenerator(11);
+    const at::Tensor x = at::rand({4096, 2}, gen, at::kDouble) * 2 - 1;
+    rhs = at::quantile(net.graph.forward(x).reshape({-1}), 0.03).item<double>();
+  }
+  const io::VnnlibProperty p = property_of(box, 1, {{{{{1.0}, rhs}}}});
+  const auto objs = objectives(p.cases[0], 1, at::kDouble);
+  bab::AttackOptions root;
+  root.restarts = 64;
+  root.steps = 0;
+  root.seed = 3;
+  const bab::Deadline deadline(30);
+  const bab::AttackOptions once = bab::round_attack(root, 7, deadline);
+  EXPECT_EQ(once.restarts, 16);
+  EXPECT_EQ(once.seed, 10u);
+  root.steps = 100;
+  EXPECT_EQ(bab::round_attack(root, 7, deadline).steps, 30);
+  root.steps = 0;
+  int hits = 0;
+  int misses = 0;
+  for (int64_t round = 0; round < 40; ++round) {
+    const bab::AttackOptions a = bab::round_attack(root, round, deadline);
+    const auto cex = bab::pgd_attack(net.graph, p.cases[0], objs, a);
+    const auto again = bab::pgd_attack(net.graph, p.cases[0], objs, a);
+    ASSERT_EQ(cex.has_value(), again.has_value()) << "round " << round;
+    if (cex) {
+      ++hits;
+      EXPECT_LE(cex->y.at(0), rhs);
+      EXPECT_TRUE(inside(cex->x, p.cases[0]));
+      EXPECT_EQ(cex->x, again->x);
+    } else {
+      ++misses;
+    }
+  }
+  EXPECT_GT(hits, 0);
+  EXPECT_GT(misses, 0);
+}
+
 // A CNN whose box fixes two inputs at values float32 cannot represent (0.1 and 0.2, lower =
 // upper; the collins_rul_cnn case) with a property that holds only at the exact point: y = 0.1
 // exactly, computed in double (y = 0.25·2·X_0 + 0.125·2·X_1 = 0.05 + 0.05). The float32 rounding

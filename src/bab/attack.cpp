@@ -1,5 +1,7 @@
 #include "distcrown/bab/attack.hpp"
 
+#include <algorithm>
+
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
@@ -47,6 +49,16 @@ std::optional<Counterexample> check_candidates(const BoundGraph& g, const io::Vn
     }
   }
   return std::nullopt;
+}
+
+AttackOptions round_attack(const AttackOptions& root, int64_t round, const Deadline& deadline) {
+  AttackOptions a = root;
+  a.deadline = deadline;
+  // A quarter of the root attack's random starts at most: it runs every few rounds.
+  a.restarts = std::min(root.restarts, 16);
+  a.seed = root.seed + uint64_t(round);
+  a.steps = std::min(root.steps, 30);
+  return a;
 }
 
 std::optional<Counterexample> pgd_attack(const BoundGraph& g, const io::VnnlibCase& c,

@@ -179,8 +179,10 @@ class ReluBab {
                    const std::map<int, at::Tensor>& output_alpha);
   std::vector<std::pair<size_t, int64_t>> choose(const std::vector<Domain>& parents, int64_t batch);
   Domain child(const Domain& parent, size_t r, int64_t j, bool active, int64_t id);
+  /// Checks the box corners that minimise each open domain's linear lower bounds; with
+  /// `pgd_round` (a round number) also runs PGD from them and from fresh random points.
   std::optional<Counterexample> attack_from(const std::vector<Domain>& ds, const Bounded& b,
-                                            bool with_pgd);
+                                            std::optional<int64_t> pgd_round);
   DomainStoreBytes store_bytes(const std::vector<Domain>& queue) const;
 
   const BoundGraph& g_;
@@ -728,7 +730,7 @@ std::vector<std::pair<size_t, int64_t>> ReluBab::choose(const std::vector<Domain
 }
 
 std::optional<Counterexample> ReluBab::attack_from(const std::vector<Domain>& ds, const Bounded& b,
-                                                   bool with_pgd) {
+                                                   std::optional<int64_t> pgd_round) {
   if (!b.input_A.defined()) return std::nullopt;
   // The box corner minimising each domain's lower linear bound of its most violated row.
   const auto B = int64_t(ds.size());
@@ -744,11 +746,9 @@ std::optional<Counterexample> ReluBab::attack_from(const std::vector<Domain>& ds
   if (points.empty()) return std::nullopt;
   const at::Tensor x = at::cat(points, 0);
   if (auto cex = check_candidates(g_, case_, x)) return cex;
-  if (!with_pgd) return std::nullopt;
-  AttackOptions ao = o_.attack;
-  ao.deadline = deadline_;  // the group's: groups run their rounds' passes apart
-  ao.restarts = 0;
-  ao.steps = std::min(ao.steps, 30);
+  if (!pgd_round) return std::nullopt;
+  // The group's deadline: groups run their rounds' passes apart.
+  const AttackOptions ao = round_attack(o_.attack, *pgd_round, deadline_);
   return pgd_attack(g_, case_, disjuncts_, ao, x.slice(0, 0, std::min<int64_t>(x.size(0), 64)));
 }
 
@@ -837,7 +837,7 @@ BabResult ReluBab::search(ReluBabStats* stats, const RootStart* start) {
     std::vector<Domain> first{root(start)};
     const Bounded b = bound(first, o_.iterations, true);
     if (me != 0) bounded_ = 0;  // the root counts once, as group 0's
-    mine.counterexample = attack_from(first, b, false);
+    mine.counterexample = attack_from(first, b, std::nullopt);
     if (!mine.counterexample && first.front().value <= 0) {
       if (relus_.empty()) {
         mine.no_splittable = true;
@@ -933,7 +933,8 @@ BabResult ReluBab::search(ReluBabStats* stats, const RootStart* start) {
         parents.clear();
         const Bounded b = bound(children, o_.iterations, true);
         const bool pgd = o_.attack_every > 0 && res.rounds % o_.attack_every == 0;
-        mine.counterexample = attack_from(children, b, pgd);
+        mine.counterexample =
+            attack_from(children, b, pgd ? std::optional<int64_t>(res.rounds) : std::nullopt);
         for (Domain& c : children) {
           if (c.value > 0) continue;  // proved
           queue.push_back(std::move(c));

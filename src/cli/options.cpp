@@ -174,6 +174,14 @@ const std::vector<OptionSpec>& table() {
        "alpha/beta optimisation steps per branch-and-bound round",
        field(
            [](RunOptions & r) -> auto& { return r.verify.bab.iterations; }, whole_number(1))},
+      {"bab-lr-alpha", Applies::kVerify,
+       "Adam learning rate of the slopes (alpha) in branch-and-bound rounds",
+       field(
+           [](RunOptions & r) -> auto& { return r.verify.bab.lr_alpha; }, finite_number(true))},
+      {"bab-lr-beta", Applies::kVerify,
+       "Adam learning rate of the split multipliers (beta) in branch-and-bound rounds",
+       field(
+           [](RunOptions & r) -> auto& { return r.verify.bab.lr_beta; }, finite_number(true))},
       {"bab-intermediate", Applies::kVerify,
        "intermediate bounds below the root of a ReLU-splitting branch and bound: fixed (the "
        "root's, split neurons clamped) or refresh (CROWN over the layers after each split)",
@@ -184,6 +192,10 @@ const std::vector<OptionSpec>& table() {
        field([](RunOptions & r) -> auto& { return r.verify.bab.disjuncts; })},
       {"branching", Applies::kVerify, "ReLU branching heuristic",
        field([](RunOptions & r) -> auto& { return r.verify.bab.branching; })},
+      {"fsb-candidates", Applies::kVerify,
+       "fsb: per domain, the best K neurons by each of BaBSR's two scores whose splits are tried",
+       field(
+           [](RunOptions & r) -> auto& { return r.verify.bab.fsb_candidates; }, whole_number(1))},
       {"branching-reduce", Applies::kVerify,
        "how branching rates a split by its two children: min (the worse child's bound) or max "
        "(the better child's)",
@@ -210,6 +222,14 @@ const std::vector<OptionSpec>& table() {
        field(
            [](RunOptions & r) -> auto& { return r.verify.bab.max_rounds; },
            whole_number(int64_t{0}))},
+      {"attack-restarts", Applies::kVerify,
+       "random starting points of the PGD attack before branch and bound (besides the box "
+       "centre), attacked in one batch",
+       field(
+           [](RunOptions & r) -> auto& { return r.verify.bab.attack.restarts; }, whole_number(0))},
+      {"attack-steps", Applies::kVerify, "PGD steps of that attack",
+       field(
+           [](RunOptions & r) -> auto& { return r.verify.bab.attack.steps; }, whole_number(0))},
       {"seed", Applies::kVerify, "attack seed",
        field(
            [](RunOptions & r) -> auto& { return r.verify.bab.attack.seed; },
