@@ -54,7 +54,7 @@ std::optional<Counterexample> check_candidates(const BoundGraph& g, const io::Vn
 AttackOptions round_attack(const AttackOptions& root, int64_t round, const Deadline& deadline) {
   AttackOptions a = root;
   a.deadline = deadline;
-  // A quarter of the root attack's random starts at most: it runs every few rounds.
+  // At most 16 random starts (a quarter of the root attack's default): it runs every few rounds.
   a.restarts = std::min(root.restarts, 16);
   a.seed = root.seed + uint64_t(round);
   a.steps = std::min(root.steps, 30);

@@ -37,10 +37,10 @@ struct AttackOptions {
   Heartbeat* heartbeat = nullptr;  // not owned; may be null
 };
 
-/// The attack of a branch-and-bound round (ReLU or input splitting, every attack_every rounds):
-/// from the worst domains' candidate points (pgd_attack's `starts`) and a few fresh random points,
-/// seeded by `round` so that every run and every rank of a group draws the same ones, at most 30
-/// steps, until `deadline`.
+/// The attack of a ReLU-splitting round (every attack_every rounds): from the worst domains'
+/// candidate points (pgd_attack's `starts`) and a few fresh random points, seeded by `round` so
+/// that every run and every rank of a group draws the same ones, at most 30 steps, until
+/// `deadline`.
 AttackOptions round_attack(const AttackOptions& root, int64_t round, const Deadline& deadline);
 
 /// PGD over the case's box minimising, for each disjunct, its margin (then the best); the
