@@ -317,7 +317,10 @@ TEST(AlphaCrown, WideConvolutionalStartSharesAlphaPerChannel) {
   const Interval* in[] = {&*c.crown[size_t(c.convs[0])]};
   // Rows 0 and 48 lie in channel 0 (7·7 positions per channel), row 49 in channel 1.
   const at::Tensor rows = at::tensor(std::vector<int64_t>{0, 48, 49}, at::kLong);
-  const RelaxParams p = slopes.params(start, relu, rows, in);
+  const RelaxParams unread = slopes.params(start, relu, rows, in);
+  EXPECT_TRUE(unread.source_l.defined() && !unread.alpha_l.defined())
+      << "α is given unread, for the ReLU to read inside its recomputed step";
+  const RelaxParams p = resolved_alpha(unread);
   EXPECT_EQ(slopes.get(start, relu).size(1), 32) << "one α row per channel";
   EXPECT_TRUE(p.alpha_l.defined());
   EXPECT_EQ(p.alpha_l.size(0), 3);
@@ -326,7 +329,7 @@ TEST(AlphaCrown, WideConvolutionalStartSharesAlphaPerChannel) {
     c10::NoGradGuard no_grad;
     slopes.get(start, relu)[0][1].fill_(0.25);
   }
-  const RelaxParams q = slopes.params(start, relu, rows, in);
+  const RelaxParams q = resolved_alpha(slopes.params(start, relu, rows, in));
   EXPECT_TRUE(at::equal(q.alpha_l[0], q.alpha_l[1]));
   EXPECT_FALSE(at::equal(q.alpha_l[0], q.alpha_l[2]));
   // And the optimisation with shared α stays sound and not looser than CROWN.
@@ -357,8 +360,8 @@ TEST(AlphaCrown, SparseAlphaHoldsRowsForUnstableNeuronsOnly) {
   dense.initialise_from(crown);
   AlphaSlopes sparse(g, 10);
   sparse.initialise_from(crown, BoundOptions{});
-  const RelaxParams d = dense.params(start, relu, all, in);
-  const RelaxParams s = sparse.params(start, relu, all, in);
+  const RelaxParams d = resolved_alpha(dense.params(start, relu, all, in));
+  const RelaxParams s = resolved_alpha(sparse.params(start, relu, all, in));
   EXPECT_EQ(dense.get(start, relu).size(1), n);
   EXPECT_EQ(sparse.get(start, relu).size(1), k) << "one α row per unstable neuron";
   EXPECT_TRUE(at::equal(d.alpha_l, s.alpha_l)) << "the same initial slopes on every row";
@@ -369,8 +372,8 @@ TEST(AlphaCrown, SparseAlphaHoldsRowsForUnstableNeuronsOnly) {
   }
   const int64_t first = unstable.nonzero()[0].item<int64_t>();
   const int64_t stable = (~unstable).nonzero()[0].item<int64_t>();
-  const RelaxParams q =
-      sparse.params(start, relu, at::tensor(std::vector<int64_t>{first, stable}, at::kLong), in);
+  const RelaxParams q = resolved_alpha(
+      sparse.params(start, relu, at::tensor(std::vector<int64_t>{first, stable}, at::kLong), in));
   EXPECT_TRUE(at::equal(q.alpha_l[0], at::full_like(q.alpha_l[0], 0.25)));
   EXPECT_TRUE(at::equal(q.alpha_l[1], d.alpha_l[stable]));
   // α-CROWN with sparse α (its default) stays sound and not looser than CROWN.

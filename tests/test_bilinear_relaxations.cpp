@@ -153,7 +153,7 @@ TEST_P(BilinearRelaxation, InitialParametersGiveCrownsPlanes) {
   BiasPair init_bias;
   const Interval* in[] = {&x, &y};
   const auto crown = p.op->backward(BoundA{A, A}, in, crown_bias);
-  const auto init = p.op->backward_relaxed(BoundA{A, A}, in, init_bias, {al, au, {}, {}});
+  const auto init = p.op->backward_relaxed(BoundA{A, A}, in, init_bias, alpha_params(al, au));
   for (size_t k = 0; k < 2; ++k) {
     EXPECT_TRUE(at::allclose(crown[k].lA, init[k].lA, 1e-12, 1e-12)) << "input " << k;
     EXPECT_TRUE(at::allclose(crown[k].uA, init[k].uA, 1e-12, 1e-12)) << "input " << k;
@@ -184,7 +184,7 @@ TEST_P(BilinearRelaxation, ProjectedParametersStaySound) {
           au = au + spread * at::randn(au.sizes(), au.options());
           p.op->project_relaxation_params(al, x);
           p.op->project_relaxation_params(au, x);
-          expect_sound(evaluate(p, x, y, A, {al, au, {}, {}}), type,
+          expect_sound(evaluate(p, x, y, A, alpha_params(al, au)), type,
                        what + ", spread " + std::to_string(spread));
         }
       }

@@ -96,10 +96,14 @@ void check_mode(const Mode& mode) {
         EXPECT_TRUE(at::equal(want.upper, got.upper)) << to_string(method) << " upper";
       } else {
         // Rows bounded in other passes round differently (float32). 1e-6·max(1, |b|) holds on
-        // the ReLU, Sigmoid and pooling models; the ViT with chunks of 5 rows per pass differs by
-        // up to 1.4e-6·max(1, |b|) (2.9e-6 on bounds near 2), so the Transformer is held to
-        // issue 14's spec-parallel bar, 1e-5.
-        const double rel = m.name.find("vit") != std::string::npos ? 1e-5 : 1e-6;
+        // the random ReLU, Sigmoid and pooling models; the ViT with chunks of 5 rows per pass
+        // differs by up to 1.4e-6·max(1, |b|) (2.9e-6 on bounds near 2), and ACAS Xu 1_1 prop 3
+        // by 2.3e-6 (lower) and 1.9e-6 (upper) on bounds below 1 where the GEMM kernels are
+        // AVX-512 ones (a Xeon with avx512_fp16, 2026-12-03; 1e-6 held on the machines before).
+        // Those two are held to issue 14's spec-parallel bar, 1e-5.
+        const bool looser =
+            m.name.find("vit") != std::string::npos || m.name.find("acasxu") != std::string::npos;
+        const double rel = looser ? 1e-5 : 1e-6;
         const at::Tensor tol = want.lower.abs().clamp_min(1).mul(rel);
         EXPECT_TRUE((want.lower - got.lower).abs().le(tol).all().item<bool>())
             << "lower: max diff " << (want.lower - got.lower).abs().max().item<double>();

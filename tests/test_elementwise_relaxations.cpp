@@ -190,7 +190,7 @@ TEST_P(Relaxation, InitialParametersGiveCrownsLines) {
   at::Tensor alpha = alpha_rows(op.initial_relaxation_params(pre), n);
   op.project_relaxation_params(alpha, pre);
   const Lines crown = lines_of(op, pre, {});
-  const Lines with_init = lines_of(op, pre, {alpha[0], alpha[1], {}, {}});
+  const Lines with_init = lines_of(op, pre, alpha_params(alpha[0], alpha[1]));
   // Equal up to rounding: the per-row tensors take other vectorised paths through tanh, and Sin /
   // Cos store a slope k as asin(k) (sin(asin(k)) rounds). The lines are compared by their slopes
   // and their values at l and u, to 1e-6 of the terms k·x and b: an intercept alone moves by
@@ -229,7 +229,7 @@ TEST_P(Relaxation, ProjectedParametersStaySound) {
       const at::Tensor init = alpha_rows(op.initial_relaxation_params(pre), n);
       at::Tensor alpha = init + spread * at::randn(init.sizes(), init.options());
       op.project_relaxation_params(alpha, pre);
-      expect_bounds_f(g, pre, lines_of(op, pre, {alpha[0], alpha[1], {}, {}}), c.intervals,
+      expect_bounds_f(g, pre, lines_of(op, pre, alpha_params(alpha[0], alpha[1])), c.intervals,
                       c.op + " spread " + std::to_string(spread));
     }
   }

@@ -291,7 +291,7 @@ TEST(MaxPool, ProjectedWindowWeightsStartAtCrownAndStaySound) {
       const std::vector<const Interval*> in{&nb.bounds};
       const auto relaxed_step = [&](const at::Tensor& alpha) {
         BiasPair bias;
-        const auto o = op.backward_relaxed({A, A}, in, bias, {alpha[0], alpha[1], {}, {}});
+        const auto o = op.backward_relaxed({A, A}, in, bias, alpha_params(alpha[0], alpha[1]));
         return Step{o[0].lA, o[0].uA, bias.lower, bias.upper};
       };
       at::Tensor alpha = init.unsqueeze(0).unsqueeze(0).expand(full).clone();

@@ -1,10 +1,12 @@
 // util/recompute.hpp: a recomputed step gives the gradients of the plain autograd graph bit for
 // bit, keeps only its inputs for the backward (measured on the counting allocator), and is a plain
-// call without grad mode.
+// call without grad mode. The ReLU step reads α given unread (RelaxParams::source_l) inside its
+// recomputed step: the same values and gradients as α read before, one A-sized copy fewer kept.
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 #include <gtest/gtest.h>
 
+#include "distcrown/ops/relu.hpp"
 #include "distcrown/util/error.hpp"
 #include "distcrown/util/memory.hpp"
 #include "distcrown/util/recompute.hpp"
@@ -73,6 +75,62 @@ TEST(Recompute, KeepsOnlyItsInputs) {
   const int64_t one = int64_t{256} * 1024 * 4;  // bytes of one [256, 1024] float tensor
   EXPECT_GE(kept[0], 9 * one) << "plain graph";
   EXPECT_LE(kept[1], 4 * one) << "recomputed";
+}
+
+// A ReLU step under α (lower side, 64 rows over [1, 4096] neurons); returns {A', bias, loss}.
+// `unread`: α arrives as its storage plus the rows to read (AlphaSlopes, BaB's SplitHook),
+// else read beforehand.
+std::vector<at::Tensor> relu_alpha_step(const at::Tensor& A, const at::Tensor& storage,
+                                        const at::Tensor& rows, const Interval& pre, bool unread) {
+  const NodePtr relu = ops::make_relu();
+  const auto read = [rows](const at::Tensor& a) { return a.index_select(0, rows); };
+  RelaxParams p;
+  if (unread) {
+    p.source_l = storage;
+    p.read_l = read;
+  } else {
+    p.alpha_l = read(storage);
+  }
+  const std::vector<const Interval*> in{&pre};
+  BiasPair bias;
+  const at::Tensor out = relu->backward_relaxed(BoundA{A, {}}, in, bias, p).at(0).lA;
+  return {out, bias.lower, (out * out).sum() + bias.lower.sum()};
+}
+
+TEST(Recompute, ReluReadsAlphaInsideItsStep) {
+  memory::install_counting_allocator();
+  at::manual_seed(5);
+  c10::AutoGradMode on(true);
+  const int64_t rows = 64;
+  const int64_t n = 4096;
+  const at::Tensor A0 = at::randn({rows, 1, n});
+  const at::Tensor centre = at::randn({1, n});
+  const Interval pre{centre - at::rand({1, n}), centre + at::rand({1, n})};  // many straddle 0
+  const at::Tensor alpha0 = at::rand({2 * rows, 1, n});  // more rows stored than the pass reads
+  const at::Tensor pick = at::randperm(2 * rows).slice(0, 0, rows);
+  std::vector<at::Tensor> values;
+  std::vector<at::Tensor> grads;
+  std::vector<int64_t> kept;
+  for (const bool unread : {false, true}) {
+    const at::Tensor A = A0.clone().requires_grad_(true);
+    const at::Tensor storage = alpha0.clone().requires_grad_(true);
+    const int64_t before = memory::live_bytes();
+    std::vector<at::Tensor> got = relu_alpha_step(A, storage, pick, pre, unread);
+    kept.push_back(memory::live_bytes() - before);  // outputs and what autograd keeps
+    got[2].backward();
+    values.push_back(got[0].detach());
+    values.push_back(got[1].detach());
+    grads.push_back(A.grad());
+    grads.push_back(storage.grad());
+  }
+  EXPECT_TRUE(at::equal(values[0], values[2]));
+  EXPECT_TRUE(at::equal(values[1], values[3]));
+  EXPECT_TRUE(at::equal(grads[0], grads[2]));
+  EXPECT_TRUE(at::equal(grads[1], grads[3]));
+  EXPECT_GT(grads[3].abs().sum().item<double>(), 0.0);
+  // Read before: the graph keeps the read rows ([64, 1, 4096], one A) besides A and α's storage.
+  const int64_t one = rows * n * 4;
+  EXPECT_GE(kept[0] - kept[1], one) << "read before: " << kept[0] << " B, unread: " << kept[1];
 }
 
 TEST(Recompute, WithoutGradModeItIsAPlainCall) {

@@ -77,7 +77,13 @@ class SplitHook final : public RelaxationHook {
     const auto it = relu_index_.find(node);
     if (it == relu_index_.end()) return {};
     const size_t r = it->second;
-    return {alpha[r].index_select(0, rows), {}, beta_signed[r].index_select(0, rows), {}};
+    // α unread: the ReLU step selects the rows inside its recomputed step, so that autograd
+    // keeps alpha[r] (held anyway) rather than an A-sized copy.
+    RelaxParams p;
+    p.beta_l = beta_signed[r].index_select(0, rows);
+    p.source_l = alpha[r];
+    p.read_l = [rows](const at::Tensor& a) { return a.index_select(0, rows); };
+    return p;
   }
 
   void observe(int start, int node, const BoundA& a) override {

@@ -1,6 +1,7 @@
 #include "distcrown/methods/adam.hpp"
 
 #include <cmath>
+#include <utility>
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
@@ -25,9 +26,11 @@ void Adam::step(const std::vector<at::Tensor>& params) {
     }
     m_[i].mul_(beta1_).add_(g, 1.0 - beta1_);
     v_[i].mul_(beta2_).addcmul_(g, g, 1.0 - beta2_);
-    const at::Tensor denom = (v_[i] / bc2).sqrt_().add_(eps_);
+    // The denominator sqrt(v / bc2) + eps in the gradient's storage, which is not needed any
+    // more: no fifth parameter-sized tensor at the step (the same operations as before).
+    at::Tensor denom = std::move(g);
+    denom.copy_(v_[i]).div_(bc2).sqrt_().add_(eps_);
     p.addcdiv_(m_[i], denom, -lr_ / bc1);
-    g = at::Tensor();
   }
 }
 

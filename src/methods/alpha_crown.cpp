@@ -1,6 +1,7 @@
 #include "distcrown/methods/alpha_crown.hpp"
 
 #include <limits>
+#include <optional>
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
@@ -97,12 +98,18 @@ AlphaSlopes::Slopes& AlphaSlopes::prepare(int start, int node, const at::Tensor&
     }
   }
   Slopes& s = it->second;
-  {
+  if (!s.projected_for.defined() || !s.projected_for.is_same(in[0]->lower) ||
+      s.alpha._version() != s.projected_version) {
     // Projected at use onto what is sound for this pass's input bounds, in place on the leaf
-    // (the optimiser continues from the projected value), as auto_LiRPA clips its α.
+    // (the optimiser continues from the projected value), as auto_LiRPA clips its α. Skipped
+    // only where it would change nothing: the same input bounds and α untouched since (the
+    // chunks of one start's pass). An in-place change there would invalidate the α that an
+    // earlier chunk's step keeps for autograd.
     c10::NoGradGuard no_grad;
     g_.node(node).op->project_relaxation_params(s.alpha, *in[0]);
     if (s.fixed.defined()) g_.node(node).op->project_relaxation_params(s.fixed, *in[0]);
+    s.projected_for = in[0]->lower;
+    s.projected_version = s.alpha._version();
   }
   return s;
 }
@@ -125,12 +132,20 @@ RelaxParams AlphaSlopes::window_params(int start, int node, const at::Tensor& ro
 RelaxParams AlphaSlopes::select(const Slopes& s, const at::Tensor& rows,
                                 const PatchesA* window) const {
   const at::Tensor& a = s.alpha;  // [2, rows, *P]
+  // The windows' geometry without A's coefficients: the readers below are kept by autograd (a
+  // ReLU step reads α inside its recomputed step) and must not hold the pass's A.
+  std::optional<PatchesA> geometry;
+  if (window != nullptr) {
+    const auto [kh, kw] = window->kernel();
+    geometry = window->with(at::empty({window->rows(), 0, 0, kh, kw}), {});
+  }
   // Rows `index` ([R]) of one side's storage [N, *P]: [R, *P], or read at the pass's windows,
   // [R, B, C, kh, kw].
-  const auto pick = [&](const at::Tensor& storage, const at::Tensor& index) {
-    return window != nullptr ? gather_row_windows(storage, index, *window)
-                             : storage.index_select(0, index);
+  const auto pick = [geometry](const at::Tensor& storage, const at::Tensor& index) {
+    return geometry ? gather_row_windows(storage, index, *geometry)
+                    : storage.index_select(0, index);
   };
+  RelaxParams p;
   if (s.position.defined()) {
     // Rows with an α position here take it; the others (stable under the initial bounds, or
     // another rank's, or a spec-parallel filler) the fixed initial slopes.
@@ -140,27 +155,43 @@ RelaxParams AlphaSlopes::select(const Slopes& s, const at::Tensor& rows,
     shape[0] = rows.numel();
     const at::Tensor keep = held.reshape(shape);
     const at::Tensor first = at::zeros_like(rows);
-    const auto side = [&](int k) {
-      // Dense: the fixed [1, *P] broadcasts over the rows; windows: read at each row's window.
-      const at::Tensor fixed = window != nullptr ? pick(s.fixed[k], first) : s.fixed[k];
-      if (a.size(1) == 0) {
-        std::vector<int64_t> out(a.sizes().begin() + 1, a.sizes().end());  // [rows, *P]
-        out[0] = rows.numel();
-        return window != nullptr ? fixed : fixed.expand(out).clone();
-      }
-      const at::Tensor chosen = pick(a[k], at_row.clamp(0, a.size(1) - 1));
-      return at::where(keep, chosen, fixed);
+    // Dense: the fixed [1, *P] broadcasts over the rows; windows: read at each row's window.
+    const auto fixed = [&](int k) {
+      return window != nullptr ? pick(s.fixed[k], first) : s.fixed[k];
     };
-    return {side(0), side(1), {}, {}};
+    if (a.size(1) == 0) {
+      std::vector<int64_t> out(a.sizes().begin() + 1, a.sizes().end());  // [rows, *P]
+      out[0] = rows.numel();
+      const auto side = [&](int k) {
+        return window != nullptr ? fixed(k) : fixed(k).expand(out).clone();
+      };
+      p.alpha_l = side(0);
+      p.alpha_u = side(1);
+      return p;
+    }
+    const at::Tensor index = at_row.clamp(0, a.size(1) - 1);
+    const auto reader = [&](int k) {
+      return [pick, index, keep, fixed_k = fixed(k)](const at::Tensor& storage) {
+        return at::where(keep, pick(storage, index), fixed_k);
+      };
+    };
+    p.read_l = reader(0);
+    p.read_u = reader(1);
+  } else {
+    at::Tensor idx = s.per_row == 1 ? rows : at::floor_divide(rows, s.per_row);
+    if (size_ > 1) {
+      // Spec-parallel: ids this rank owns map into its rows. The only others a pass carries are
+      // the filler rows that pad a rank's share (CrownEngine::bound_rows), whose bounds are
+      // dropped: any sound α serves them.
+      idx = (idx - s.first).clamp(0, a.size(1) - 1);
+    }
+    p.read_l = [pick, idx](const at::Tensor& storage) { return pick(storage, idx); };
+    p.read_u = p.read_l;
   }
-  at::Tensor idx = s.per_row == 1 ? rows : at::floor_divide(rows, s.per_row);
-  if (size_ > 1) {
-    // Spec-parallel: ids this rank owns map into its rows. The only others a pass carries are
-    // the filler rows that pad a rank's share (CrownEngine::bound_rows), whose bounds are
-    // dropped: any sound α serves them.
-    idx = (idx - s.first).clamp(0, a.size(1) - 1);
-  }
-  return {pick(a[0], idx), pick(a[1], idx), {}, {}};
+  // Unread: a ReLU step reads its rows inside its recomputed step (RelaxParams::source_l).
+  p.source_l = a[0];
+  p.source_u = a[1];
+  return p;
 }
 
 std::vector<at::Tensor> AlphaSlopes::parameters() const {

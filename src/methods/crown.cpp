@@ -344,7 +344,9 @@ std::vector<BoundA> CrownEngine::dense_step(int start, int i, const BoundA& here
   const int64_t r = here.lA.defined() ? here.lA.size(0) : here.uA.size(0);
   const at::Tensor ids = rows.defined() ? rows : at::arange(r, index_options());
   if (observe) hook_->observe(start, i, here);
-  return op.backward_relaxed(here, in_bounds, bias, hook_->params(start, i, ids, in_bounds));
+  RelaxParams p = hook_->params(start, i, ids, in_bounds);
+  if (!op.traits().reads_alpha_source) p = resolved_alpha(std::move(p));
+  return op.backward_relaxed(here, in_bounds, bias, p);
 }
 
 Interval CrownEngine::backward_from(int start, BoundA a, const at::Tensor& rows) {

@@ -106,12 +106,14 @@ Interval CrownEngine::backward_from_patches(int start, PatchesA a, const at::Ten
     }
     std::vector<PendingA> outs;
     if (here.patches) {
-      const bool relaxed = hook_ != nullptr && node.op->has_relaxation_params();
-      std::vector<PatchesA> mapped =
-          relaxed ? node.op->backward_patches_relaxed(
-                        *here.patches, in_bounds, bias,
-                        hook_->window_params(start, i, rows, in_bounds, *here.patches))
-                  : node.op->backward_patches(*here.patches, in_bounds, bias);
+      std::vector<PatchesA> mapped;
+      if (hook_ != nullptr && node.op->has_relaxation_params()) {
+        RelaxParams p = hook_->window_params(start, i, rows, in_bounds, *here.patches);
+        if (!node.op->traits().reads_alpha_source) p = resolved_alpha(std::move(p));
+        mapped = node.op->backward_patches_relaxed(*here.patches, in_bounds, bias, p);
+      } else {
+        mapped = node.op->backward_patches(*here.patches, in_bounds, bias);
+      }
       for (PatchesA& p : mapped) {
         PendingA out;
         out.patches = std::move(p);

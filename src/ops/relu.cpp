@@ -1,5 +1,6 @@
 #include "distcrown/ops/relu.hpp"
 
+#include <functional>
 #include <tuple>
 #include <utility>
 
@@ -57,16 +58,22 @@ template <class Read, class Dot>
 std::pair<at::Tensor, at::Tensor> relaxed_sides(const at::Tensor& lA, const at::Tensor& uA,
                                                 const Interval& pre, const RelaxParams& p,
                                                 BiasPair& bias, Read read, Dot dot) {
-  // Inputs: the bounds, then each defined side's A and α.
+  // Inputs: the bounds, then each defined side's A and α. α given unread (RelaxParams::source_l,
+  // read_l) is read inside the step: the step then keeps α's storage, not a copy as large as A.
   const bool has_l = lA.defined();
   const bool has_u = uA.defined();
-  const bool alpha_l = has_l && p.alpha_l.defined();
-  const bool alpha_u = has_u && p.alpha_u.defined();
+  const at::Tensor& given_l = p.source_l.defined() ? p.source_l : p.alpha_l;
+  const at::Tensor& given_u = p.source_u.defined() ? p.source_u : p.alpha_u;
+  const bool alpha_l = has_l && given_l.defined();
+  const bool alpha_u = has_u && given_u.defined();
   std::vector<at::Tensor> in{pre.lower, pre.upper};
   if (has_l) in.push_back(lA);
-  if (alpha_l) in.push_back(p.alpha_l);
+  if (alpha_l) in.push_back(given_l);
   if (has_u) in.push_back(uA);
-  if (alpha_u) in.push_back(p.alpha_u);
+  if (alpha_u) in.push_back(given_u);
+  using Reader = std::function<at::Tensor(const at::Tensor&)>;
+  const Reader read_l = p.source_l.defined() ? p.read_l : Reader();
+  const Reader read_u = p.source_u.defined() ? p.read_u : Reader();
   const auto step = [=](const std::vector<at::Tensor>& x) {
     const Interval b{x[0], x[1]};
     const ReluRelaxation r = relu_relaxation(b);
@@ -81,12 +88,14 @@ std::pair<at::Tensor, at::Tensor> relaxed_sides(const at::Tensor& lA, const at::
     std::vector<at::Tensor> out(4);  // lA', bias term of lA, uA', bias term of uA
     if (has_l) {
       const at::Tensor& A = x[k++];
-      const at::Tensor slope = alpha_l ? at::where(unstable, x[k++], lower_d) : lower_d;
+      const at::Tensor slope =
+          alpha_l ? at::where(unstable, read_l ? read_l(x[k++]) : x[k++], lower_d) : lower_d;
       out[0] = relax_side(A, slope, upper_d, upper_b, out[1], false, dot);
     }
     if (has_u) {
       const at::Tensor& A = x[k++];
-      const at::Tensor slope = alpha_u ? at::where(unstable, x[k++], lower_d) : lower_d;
+      const at::Tensor slope =
+          alpha_u ? at::where(unstable, read_u ? read_u(x[k++]) : x[k++], lower_d) : lower_d;
       out[2] = relax_side(A, upper_d, slope, upper_b, out[3], true, dot);
     }
     // recomputed() returns defined tensors only: an absent side travels as an empty tensor.
@@ -111,7 +120,8 @@ class BoundRelu final : public BoundNode {
             .needs_input_bounds = true,
             .relaxation_params = true,
             .splittable = true,
-            .patches = true};
+            .patches = true,
+            .reads_alpha_source = true};
   }
 
   // Patches [R, B, C, kh, kw]: the relaxation read at each row's window (auto_LiRPA unfolds it

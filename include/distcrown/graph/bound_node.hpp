@@ -8,10 +8,12 @@
 // What else a node is (affine, elementwise, splittable, ...) it declares in traits() (OpTraits).
 // The methods (IBP, CROWN) walk the graph and call these; they never switch on node types.
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -31,7 +33,36 @@ struct RelaxParams {
   at::Tensor alpha_u;  // parameters of the rows of the uA side
   at::Tensor beta_l;   // β·s added to the input's lA: split multipliers times split signs
   at::Tensor beta_u;   // the same for uA (subtracted: max f − β·s·z)
+  /// α not yet read for this pass's rows (a hook may give it so, source_l and read_l both set,
+  /// alpha_l undefined): alpha_l is read_l(source_l), alpha_u read_u(source_u). A source is the
+  /// hook's storage, which autograd holds anyway; the rows read from it ([spec, *P], or each
+  /// row's window) are as large as A. A node whose backward recomputes its step
+  /// (OpTraits::reads_alpha_source) reads inside the step, so that autograd keeps the storage
+  /// and not the copy; every other node gets resolved_alpha()'s.
+  at::Tensor source_l;
+  at::Tensor source_u;
+  std::function<at::Tensor(const at::Tensor&)> read_l;
+  std::function<at::Tensor(const at::Tensor&)> read_u;
 };
+
+/// α of both sides, already read (β none).
+inline RelaxParams alpha_params(at::Tensor l, at::Tensor u) {
+  RelaxParams p;
+  p.alpha_l = std::move(l);
+  p.alpha_u = std::move(u);
+  return p;
+}
+
+/// `p` with alpha_l/alpha_u read from their sources (none: `p` as it is).
+inline RelaxParams resolved_alpha(RelaxParams p) {
+  if (p.source_l.defined()) p.alpha_l = p.read_l(p.source_l);
+  if (p.source_u.defined()) p.alpha_u = p.read_u(p.source_u);
+  p.source_l = at::Tensor();
+  p.source_u = at::Tensor();
+  p.read_l = nullptr;
+  p.read_u = nullptr;
+  return p;
+}
 
 /// Tensor parallelism: a node whose output holds only this rank's slice of the features (the last
 /// dim) describes the slice, so that methods can bound the neurons of every rank consistently.
@@ -75,6 +106,9 @@ struct OpTraits {
   /// backward_patches() maps an A in patches form (bounds/patches.hpp) on the output to patches
   /// on every input (CROWN's conv_mode patches). Nodes without it get a dense A.
   bool patches = false;
+  /// backward_relaxed() / backward_patches_relaxed() take α unread (RelaxParams::source_l/u,
+  /// read_l/u) and read it inside their recomputed step.
+  bool reads_alpha_source = false;
 };
 
 class BoundNode {

@@ -89,8 +89,8 @@ class AlphaSlopes final : public RelaxationHook {
   /// Leaf tensors, in a fixed order.
   [[nodiscard]] std::vector<at::Tensor> parameters() const;
   /// α of (start, node), [2, rows, *P] (P: the node's initial_relaxation_params shape; rows:
-  /// this rank's, from the first α row it owns); undefined when never used. Each use first projects
-  /// it (project_relaxation_params).
+  /// this rank's, from the first α row it owns); undefined when never used. Each use projects it
+  /// (project_relaxation_params) unless that would change nothing.
   [[nodiscard]] at::Tensor get(int start, int node) const;
   /// Bytes held by the α tensors.
   [[nodiscard]] int64_t bytes() const;
@@ -113,6 +113,10 @@ class AlphaSlopes final : public RelaxationHook {
     int64_t first = 0;
     at::Tensor position;  // sparse: row id -> α position (sparse_positions), else undefined
     at::Tensor fixed;     // sparse: [2, 1, *P] initial slopes of the rows without α
+    // The input lower bound α was last projected for, and α's version counter after it
+    // (prepare).
+    at::Tensor projected_for;
+    int64_t projected_version = -1;
   };
   /// The α of (start, node), created on first use, projected for this pass's input bounds.
   Slopes& prepare(int start, int node, const at::Tensor& rows, std::span<const Interval* const> in);
