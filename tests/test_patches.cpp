@@ -9,6 +9,7 @@
 
 #include "distcrown/bounds/patches.hpp"
 #include "distcrown/io/onnx_loader.hpp"
+#include "distcrown/methods/alpha_crown.hpp"
 #include "distcrown/methods/compute_bounds.hpp"
 #include "distcrown/methods/crown.hpp"
 #include "distcrown/ops/add_sub.hpp"
@@ -324,18 +325,37 @@ TEST(Patches, Float64AgreesWithDense) {
 }
 
 TEST(Patches, AlphaCrownAgreesWithDense) {
-  // α-CROWN reads each row's α at its window: the same bounds as dense A to rounding (the
-  // optimiser follows the same path; rounding differs only in the order of the sums), sound.
+  // α-CROWN reads each row's α at its window: the first iterations of each side follow dense
+  // A's path and agree to rounding. Later ones need not: Adam's normalised step turns a
+  // rounding-sized gradient (or a rounding-sized difference in the reference bounds the lower
+  // side starts from) into a step of size lr, and the paths part (dilation_no_bias, lower side
+  // alone: ≤ 5e-7 through iteration 18, 1.9e-5 at 20; stride_padding, both sides: 4e-5 from
+  // iteration 9 of the lower side). The default run is held to soundness and to
+  // 1e-3·max(1, |b|) of dense, not to rounding.
   for (const CnnCase& c : cnn_cases()) {
     Rng rng(41);
     Net n(c.input, rng);
     const int out = n.linear(n.relu(n.linear(n.flatten(c.body(n, n.input())), 12)), 3);
     const BoundGraph g = n.finish(out);
     const InputBox box = box_around(rng, c.input, 0.1);
+    const auto side = [&](ConvMode mode, bool lower) {
+      AlphaOptions first;
+      first.iterations = 8;
+      return alpha_crown(g, box, {}, first, with_mode(mode), lower, !lower).bounds;
+    };
+    expect_agree(side(ConvMode::kPatches, true).lower, side(ConvMode::kMatrix, true).lower,
+                 std::string(c.name) + " alpha lower");
+    expect_agree(side(ConvMode::kPatches, false).upper, side(ConvMode::kMatrix, false).upper,
+                 std::string(c.name) + " alpha upper");
     const Interval d = compute_bounds(g, box, Method::kAlphaCrown, with_mode(ConvMode::kMatrix));
     const Interval p = compute_bounds(g, box, Method::kAlphaCrown, with_mode(ConvMode::kPatches));
-    expect_agree(p.lower, d.lower, std::string(c.name) + " alpha lower");
-    expect_agree(p.upper, d.upper, std::string(c.name) + " alpha upper");
+    for (const auto& [got, want] : {std::pair{p.lower, d.lower}, std::pair{p.upper, d.upper}}) {
+      const at::Tensor w = want.to(at::kDouble);
+      EXPECT_LE(
+          ((got.to(at::kDouble) - w).abs() - 1e-3 * w.abs().clamp_min(1.0)).max().item<double>(),
+          0.0)
+          << c.name << " two-sided alpha: patches " << got << " dense " << want;
+    }
     expect_sound(g, box, p, rng);
   }
 }

@@ -98,17 +98,23 @@ AlphaSlopes::Slopes& AlphaSlopes::prepare(int start, int node, const at::Tensor&
     }
   }
   Slopes& s = it->second;
-  if (!s.projected_for.defined() || !s.projected_for.is_same(in[0]->lower) ||
-      s.alpha._version() != s.projected_version) {
+  const Interval& given = *in[0];
+  const auto version = [](const at::Tensor& t) { return t.defined() ? t._version() : -1; };
+  const std::array versions{version(given.lower), version(given.upper)};
+  const bool same_bounds = s.projected_version >= 0 && s.projected_for.lower.is_same(given.lower) &&
+                           s.projected_for.upper.is_same(given.upper) &&
+                           s.projected_for_versions == versions;
+  if (!same_bounds || s.alpha._version() != s.projected_version) {
     // Projected at use onto what is sound for this pass's input bounds, in place on the leaf
     // (the optimiser continues from the projected value), as auto_LiRPA clips its α. Skipped
     // only where it would change nothing: the same input bounds and α untouched since (the
     // chunks of one start's pass). An in-place change there would invalidate the α that an
     // earlier chunk's step keeps for autograd.
     c10::NoGradGuard no_grad;
-    g_.node(node).op->project_relaxation_params(s.alpha, *in[0]);
-    if (s.fixed.defined()) g_.node(node).op->project_relaxation_params(s.fixed, *in[0]);
-    s.projected_for = in[0]->lower;
+    g_.node(node).op->project_relaxation_params(s.alpha, given);
+    if (s.fixed.defined()) g_.node(node).op->project_relaxation_params(s.fixed, given);
+    s.projected_for = given;
+    s.projected_for_versions = versions;
     s.projected_version = s.alpha._version();
   }
   return s;

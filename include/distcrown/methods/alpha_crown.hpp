@@ -16,6 +16,7 @@
 // side's, so a two-sided run's lower bounds can differ from a lower-only run's. Every iteration's
 // bounds are sound, so the result is the elementwise best over the iterations — never looser than
 // CROWN (iteration 0 is CROWN).
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -113,9 +114,10 @@ class AlphaSlopes final : public RelaxationHook {
     int64_t first = 0;
     at::Tensor position;  // sparse: row id -> α position (sparse_positions), else undefined
     at::Tensor fixed;     // sparse: [2, 1, *P] initial slopes of the rows without α
-    // The input lower bound α was last projected for, and α's version counter after it
-    // (prepare).
-    at::Tensor projected_for;
+    // The input bounds α was last projected for, their version counters then (bounds changed
+    // in place are other bounds), and α's version counter after it (prepare).
+    Interval projected_for;
+    std::array<int64_t, 2> projected_for_versions{-1, -1};
     int64_t projected_version = -1;
   };
   /// The α of (start, node), created on first use, projected for this pass's input bounds.
