@@ -374,7 +374,15 @@ TEST(AlphaCrown, SparseAlphaHoldsRowsForUnstableNeuronsOnly) {
   const int64_t stable = (~unstable).nonzero()[0].item<int64_t>();
   const RelaxParams q = resolved_alpha(
       sparse.params(start, relu, at::tensor(std::vector<int64_t>{first, stable}, at::kLong), in));
-  EXPECT_TRUE(at::equal(q.alpha_l[0], at::full_like(q.alpha_l[0], 0.25)));
+  // α is also feature-sparse (auto_LiRPA's sparse_features_alpha): only the ReLU's positions
+  // unstable under CROWN hold it, the others read their initial slopes.
+  const Interval& relu_in = *crown[size_t(c.convs[0])];
+  const at::Tensor holds = ((relu_in.lower < 0) & (relu_in.upper > 0)).any(0, true);  // [1, *shape]
+  ASSERT_LT(double(holds.sum().item<int64_t>()), 0.9 * double(holds.numel()));
+  EXPECT_EQ(sparse.get(start, relu).dim(), 4) << "[2, rows, B, U]";
+  EXPECT_EQ(sparse.get(start, relu).size(3), holds.sum().item<int64_t>());
+  EXPECT_TRUE(at::equal(q.alpha_l[0], at::where(holds, 0.25, d.alpha_l[first])));
+  EXPECT_TRUE(at::equal(sparse.dense(start, relu)[0][0], q.alpha_l[0]));
   EXPECT_TRUE(at::equal(q.alpha_l[1], d.alpha_l[stable]));
   // α-CROWN with sparse α (its default) stays sound and not looser than CROWN.
   expect_alpha_tight_and_sound(g, box, gen, "sparse");

@@ -29,6 +29,18 @@ Interval tighter(const Interval& a, const Interval& b) {
 // rows of such a start's α are its channels.
 constexpr int64_t kSharedAlphaThreshold = 512;
 
+// Feature-sparse α rows ([n, B, U]) with every position: [n, *P], `base` ([B, F]) where no α
+// is held (P = [B, *shape], F its positions per batch element).
+at::Tensor widen(const at::Tensor& rows, const at::Tensor& features, const at::Tensor& base,
+                 const std::vector<int64_t>& shape) {
+  std::vector<int64_t> out{rows.size(0)};
+  out.insert(out.end(), shape.begin(), shape.end());
+  return base.unsqueeze(0)
+      .expand({rows.size(0), base.size(0), base.size(1)})
+      .index_copy(2, features, rows)
+      .view(out);
+}
+
 }  // namespace
 
 int64_t AlphaSlopes::positions_per_row(int start) const {
@@ -88,22 +100,37 @@ AlphaSlopes::Slopes& AlphaSlopes::prepare(int start, int node, const at::Tensor&
     // [*P]: [B, *shape] or [k, B, *shape] (BoundNode::initial_relaxation_params)
     const at::Tensor init =
         g_.node(node).op->initial_relaxation_params(given ? *init_[size_t(input)] : *in[0]);
+    s.shape.assign(init.sizes().begin(), init.sizes().end());
     std::vector<int64_t> full{2, r};
-    full.insert(full.end(), init.sizes().begin(), init.sizes().end());
-    s.alpha = init.detach().unsqueeze(0).unsqueeze(0).expand(full).clone().requires_grad_(true);
+    full.insert(full.end(), s.shape.begin(), s.shape.end());
     if (s.position.defined()) {
       full[1] = 1;
       s.fixed = init.detach().unsqueeze(0).unsqueeze(0).expand(full).clone();
       s.position = s.position.to(rows.device());
+      full[1] = r;
     }
+    at::Tensor start_values = init.detach();  // [*P], or [B, U] feature-sparse
+    const Interval& b = given ? *init_[size_t(input)] : *in[0];
+    if (sparse_ && g_.node(node).op->traits().splittable && b.lower.sizes() == init.sizes()) {
+      const int64_t batch = init.size(0);
+      const int64_t f = init.numel() / batch;
+      const at::Tensor unstable = ((b.lower < 0) & (b.upper > 0)).reshape({batch, f}).any(0);
+      if (double(unstable.sum().item<int64_t>()) <= sparse_->minimum_sparsity * double(f)) {
+        s.features = unstable.nonzero().flatten();  // [U]
+        s.base = start_values.reshape({batch, f});
+        start_values = s.base.index_select(1, s.features);
+        full = {2, r, batch, s.features.size(0)};
+      }
+    }
+    s.alpha = start_values.unsqueeze(0).unsqueeze(0).expand(full).clone().requires_grad_(true);
   }
   Slopes& s = it->second;
-  const Interval& given = *in[0];
+  const Interval& bounds_in = *in[0];
   const auto version = [](const at::Tensor& t) { return t.defined() ? t._version() : -1; };
-  const std::array versions{version(given.lower), version(given.upper)};
-  const bool same_bounds = s.projected_version >= 0 && s.projected_for.lower.is_same(given.lower) &&
-                           s.projected_for.upper.is_same(given.upper) &&
-                           s.projected_for_versions == versions;
+  const std::array versions{version(bounds_in.lower), version(bounds_in.upper)};
+  const bool same_bounds =
+      s.projected_version >= 0 && s.projected_for.lower.is_same(bounds_in.lower) &&
+      s.projected_for.upper.is_same(bounds_in.upper) && s.projected_for_versions == versions;
   if (!same_bounds || s.alpha._version() != s.projected_version) {
     // Projected at use onto what is sound for this pass's input bounds, in place on the leaf
     // (the optimiser continues from the projected value), as auto_LiRPA clips its α. Skipped
@@ -111,9 +138,9 @@ AlphaSlopes::Slopes& AlphaSlopes::prepare(int start, int node, const at::Tensor&
     // chunks of one start's pass). An in-place change there would invalidate the α that an
     // earlier chunk's step keeps for autograd.
     c10::NoGradGuard no_grad;
-    g_.node(node).op->project_relaxation_params(s.alpha, given);
-    if (s.fixed.defined()) g_.node(node).op->project_relaxation_params(s.fixed, given);
-    s.projected_for = given;
+    g_.node(node).op->project_relaxation_params(s.alpha, bounds_in);
+    if (s.fixed.defined()) g_.node(node).op->project_relaxation_params(s.fixed, bounds_in);
+    s.projected_for = bounds_in;
     s.projected_for_versions = versions;
     s.projected_version = s.alpha._version();
   }
@@ -128,7 +155,7 @@ RelaxParams AlphaSlopes::params(int start, int node, const at::Tensor& rows,
 RelaxParams AlphaSlopes::window_params(int start, int node, const at::Tensor& rows,
                                        std::span<const Interval* const> in, const PatchesA& a) {
   const Slopes& s = prepare(start, node, rows, in);
-  if (s.alpha.dim() != 6) {  // [2, rows, B, C, H, W]
+  if (s.shape.size() != 4) {  // P = [B, C, H, W]
     throw Error("internal: patches pass through node '" + g_.node(node).name +
                 "', whose relaxation parameters are not one per [C, H, W] element");
   }
@@ -137,7 +164,7 @@ RelaxParams AlphaSlopes::window_params(int start, int node, const at::Tensor& ro
 
 RelaxParams AlphaSlopes::select(const Slopes& s, const at::Tensor& rows,
                                 const PatchesA* window) const {
-  const at::Tensor& a = s.alpha;  // [2, rows, *P]
+  const at::Tensor& a = s.alpha;  // [2, rows, *P], or feature-sparse [2, rows, B, U]
   // The windows' geometry without A's coefficients: the readers below are kept by autograd (a
   // ReLU step reads α inside its recomputed step) and must not hold the pass's A.
   std::optional<PatchesA> geometry;
@@ -147,9 +174,17 @@ RelaxParams AlphaSlopes::select(const Slopes& s, const at::Tensor& rows,
   }
   // Rows `index` ([R]) of one side's storage [N, *P]: [R, *P], or read at the pass's windows,
   // [R, B, C, kh, kw].
-  const auto pick = [geometry](const at::Tensor& storage, const at::Tensor& index) {
+  const auto pick_full = [geometry](const at::Tensor& storage, const at::Tensor& index) {
     return geometry ? gather_row_windows(storage, index, *geometry)
                     : storage.index_select(0, index);
+  };
+  // The same from the α storage, feature-sparse ([N, B, U]) or not. Windows need the rows'
+  // whole maps, widened before the read (inside the ReLU step: transient); dense reads widen
+  // the R rows read.
+  const auto pick = [pick_full, features = s.features, base = s.base, shape = s.shape](
+                        const at::Tensor& storage, const at::Tensor& index) {
+    if (!features.defined()) return pick_full(storage, index);
+    return pick_full(widen(storage, features, base, shape), index);
   };
   RelaxParams p;
   if (s.position.defined()) {
@@ -157,17 +192,17 @@ RelaxParams AlphaSlopes::select(const Slopes& s, const at::Tensor& rows,
     // another rank's, or a spec-parallel filler) the fixed initial slopes.
     const at::Tensor at_row = s.position.index_select(0, rows) - s.first;  // [rows]
     const at::Tensor held = (at_row >= 0) & (at_row < a.size(1));
-    std::vector<int64_t> shape(size_t(a.dim() - 1), 1);  // [rows, 1, ...]
+    std::vector<int64_t> shape(s.shape.size() + 1, 1);  // [rows, 1, ...]
     shape[0] = rows.numel();
     const at::Tensor keep = held.reshape(shape);
     const at::Tensor first = at::zeros_like(rows);
     // Dense: the fixed [1, *P] broadcasts over the rows; windows: read at each row's window.
     const auto fixed = [&](int k) {
-      return window != nullptr ? pick(s.fixed[k], first) : s.fixed[k];
+      return window != nullptr ? pick_full(s.fixed[k], first) : s.fixed[k];
     };
     if (a.size(1) == 0) {
-      std::vector<int64_t> out(a.sizes().begin() + 1, a.sizes().end());  // [rows, *P]
-      out[0] = rows.numel();
+      std::vector<int64_t> out{rows.numel()};  // [rows, *P]
+      out.insert(out.end(), s.shape.begin(), s.shape.end());
       const auto side = [&](int k) {
         return window != nullptr ? fixed(k) : fixed(k).expand(out).clone();
       };
@@ -210,6 +245,16 @@ std::vector<at::Tensor> AlphaSlopes::parameters() const {
 at::Tensor AlphaSlopes::get(int start, int node) const {
   const auto it = alpha_.find({start, node});
   return it == alpha_.end() ? at::Tensor() : it->second.alpha;
+}
+
+at::Tensor AlphaSlopes::dense(int start, int node) const {
+  const auto it = alpha_.find({start, node});
+  if (it == alpha_.end()) return {};
+  const Slopes& s = it->second;
+  if (!s.features.defined()) return s.alpha;
+  std::vector<int64_t> out{2, s.alpha.size(1)};
+  out.insert(out.end(), s.shape.begin(), s.shape.end());
+  return widen(s.alpha.flatten(0, 1), s.features, s.base, s.shape).view(out);
 }
 
 int64_t AlphaSlopes::bytes() const {
@@ -338,7 +383,7 @@ AlphaResult alpha_crown(const BoundGraph& g, const InputBox& box, const at::Tens
       if (improved && lower_side) {
         result.output_alpha.clear();
         for (int i = 1; i < g.size(); ++i) {
-          const at::Tensor a = slopes.get(g.output(), i);
+          const at::Tensor a = slopes.dense(g.output(), i);
           if (a.defined()) result.output_alpha[i] = a[0].detach().clone();
         }
       }

@@ -69,6 +69,12 @@ class AlphaSlopes final : public RelaxationHook {
   RelaxParams window_params(int start, int node, const at::Tensor& rows,
                             std::span<const Interval* const> in, const PatchesA& a) override;
 
+  /// With `options`, a ReLU's α also holds only the positions of its input unstable under
+  /// these bounds in some batch element (auto_LiRPA's sparse_features_alpha: at most
+  /// minimum_sparsity of the positions): [2, rows, B, U]. α cannot move a stable neuron's line,
+  /// and a position stable here that a later pass finds unstable reads its initial slope (any
+  /// slope in [0, 1] is sound); α, Adam's moments and the gradient shrink to U of the positions.
+  ///
   /// Initialises α from CROWN's slopes on these bounds (indexed by node) instead of the bounds a
   /// node's input has when its α is first used (auto_LiRPA initialises each side's α from a
   /// plain CROWN pass, while our lower side's first pass already uses the upper side's
@@ -89,10 +95,14 @@ class AlphaSlopes final : public RelaxationHook {
 
   /// Leaf tensors, in a fixed order.
   [[nodiscard]] std::vector<at::Tensor> parameters() const;
-  /// α of (start, node), [2, rows, *P] (P: the node's initial_relaxation_params shape; rows:
-  /// this rank's, from the first α row it owns); undefined when never used. Each use projects it
+  /// α of (start, node) as stored, the leaf the optimiser steps: [2, rows, *P] (P: the node's
+  /// initial_relaxation_params shape; rows: this rank's, from the first α row it owns), or
+  /// feature-sparse [2, rows, B, U] (below); undefined when never used. Each use projects it
   /// (project_relaxation_params) unless that would change nothing.
   [[nodiscard]] at::Tensor get(int start, int node) const;
+  /// The same α with every position: [2, rows, *P], the initial slopes where a feature-sparse α
+  /// holds none.
+  [[nodiscard]] at::Tensor dense(int start, int node) const;
   /// Bytes held by the α tensors.
   [[nodiscard]] int64_t bytes() const;
 
@@ -109,11 +119,16 @@ class AlphaSlopes final : public RelaxationHook {
   [[nodiscard]] at::Tensor sparse_positions(int start) const;
 
   struct Slopes {
-    at::Tensor alpha;  // [2, rows, *P]: α rows [first, first + rows)
+    at::Tensor alpha;  // [2, rows, *P] or [2, rows, B, U]: α rows [first, first + rows)
     int64_t per_row = 1;
     int64_t first = 0;
-    at::Tensor position;  // sparse: row id -> α position (sparse_positions), else undefined
-    at::Tensor fixed;     // sparse: [2, 1, *P] initial slopes of the rows without α
+    at::Tensor position;         // sparse: row id -> α position (sparse_positions), else undefined
+    at::Tensor fixed;            // sparse: [2, 1, *P] initial slopes of the rows without α
+    std::vector<int64_t> shape;  // [*P]
+    // Feature-sparse (initialise_from): [U] the positions of a batch element's [*shape] that
+    // hold α, and [B, F] the initial slopes read at the others; else undefined.
+    at::Tensor features;
+    at::Tensor base;
     // The input bounds α was last projected for, their version counters then (bounds changed
     // in place are other bounds), and α's version counter after it (prepare).
     Interval projected_for;
