@@ -29,6 +29,11 @@ Interval tighter(const Interval& a, const Interval& b) {
 // rows of such a start's α are its channels.
 constexpr int64_t kSharedAlphaThreshold = 512;
 
+// The neurons of `b` ([B, *shape]) unstable in some batch element: [F] bool, F = numel / B.
+at::Tensor unstable_in_any(const Interval& b) {
+  return ((b.lower < 0) & (b.upper > 0)).reshape({b.lower.size(0), -1}).any(0);
+}
+
 // Feature-sparse α rows ([n, B, U]) with every position: [n, *P], `base` ([B, F]) where no α
 // is held (P = [B, *shape], F its positions per batch element).
 at::Tensor widen(const at::Tensor& rows, const at::Tensor& features, const at::Tensor& base,
@@ -48,7 +53,7 @@ int64_t AlphaSlopes::positions_per_row(int start) const {
   if (start == g_.output() || shape.size() != 4) return 1;
   if (size_t(start) >= init_.size() || !init_[size_t(start)]) return 1;
   const Interval& b = *init_[size_t(start)];
-  const int64_t unstable = ((b.lower < 0) & (b.upper > 0)).any(0).sum().item<int64_t>();
+  const int64_t unstable = unstable_in_any(b).sum().item<int64_t>();
   return unstable > kSharedAlphaThreshold ? shape[2] * shape[3] : 1;
 }
 
@@ -60,8 +65,7 @@ at::Tensor AlphaSlopes::sparse_positions(int start) const {
   }
   const Interval& b = *init_[size_t(start)];
   const int64_t n = g_.node_numel(start);
-  const at::Tensor unstable =
-      ((b.lower < 0) & (b.upper > 0)).reshape({b.lower.size(0), n}).any(0).cpu();  // [n]
+  const at::Tensor unstable = unstable_in_any(b).cpu();  // [n]
   const int64_t k = unstable.sum().item<int64_t>();
   // As CrownEngine::refine: more than minimum_sparsity unstable bounds every neuron.
   if (k == n || double(k) > sparse_->minimum_sparsity * double(n)) return {};
@@ -114,7 +118,7 @@ AlphaSlopes::Slopes& AlphaSlopes::prepare(int start, int node, const at::Tensor&
     if (sparse_ && g_.node(node).op->traits().splittable && b.lower.sizes() == init.sizes()) {
       const int64_t batch = init.size(0);
       const int64_t f = init.numel() / batch;
-      const at::Tensor unstable = ((b.lower < 0) & (b.upper > 0)).reshape({batch, f}).any(0);
+      const at::Tensor unstable = unstable_in_any(b);  // [f]
       if (double(unstable.sum().item<int64_t>()) <= sparse_->minimum_sparsity * double(f)) {
         s.features = unstable.nonzero().flatten();  // [U]
         s.base = start_values.reshape({batch, f});
@@ -252,9 +256,8 @@ at::Tensor AlphaSlopes::dense(int start, int node) const {
   if (it == alpha_.end()) return {};
   const Slopes& s = it->second;
   if (!s.features.defined()) return s.alpha;
-  std::vector<int64_t> out{2, s.alpha.size(1)};
-  out.insert(out.end(), s.shape.begin(), s.shape.end());
-  return widen(s.alpha.flatten(0, 1), s.features, s.base, s.shape).view(out);
+  return widen(s.alpha.flatten(0, 1), s.features, s.base, s.shape)
+      .unflatten(0, {2, s.alpha.size(1)});
 }
 
 int64_t AlphaSlopes::bytes() const {
