@@ -5,6 +5,7 @@
 //
 //   build/bin/bench_bounds [--fixtures DIR] [--repeat R] [--chunk N] [--only fixtures|wide|ops]
 //                          [--ops-case NAME ...] [--conv-mode matrix|patches] [--alpha]
+//                          [--case SUBSTRING]
 // --only ops measures the refs/ops cases named by --ops-case (networks beyond ReLU) alone.
 //
 // Memory is live tensor bytes (counting allocator): baseline after loading, peak during bounding.
@@ -175,6 +176,7 @@ void print_fixture_table(const std::string& fixtures, int repeat,
 
 int main(int argc, char** argv) {
   memory::install_counting_allocator();
+  memory::keep_freed_heap();  // fewer page faults; see memory.hpp
   c10::NoGradGuard no_grad;
   CLI::App app{"bench_bounds"};
   std::string fixtures = DISTCROWN_DEFAULT_FIXTURES;
@@ -186,7 +188,9 @@ int main(int argc, char** argv) {
   app.add_option("--repeat", repeat, "runs per configuration (median reported)");
   app.add_option("--chunk", chunk, "--crown-batch-size used for the chunked rows");
   std::vector<std::string> ops_cases;
+  std::string case_filter;
   app.add_option("--only", only, "fixtures, wide or ops");
+  app.add_option("--case", case_filter, "only the fixture cases whose name contains this");
   app.add_option("--ops-case", ops_cases, "a case of refs/ops (with --only ops)");
   app.add_option("--threads", threads, "torch intra-op threads");
   std::string conv_mode(enum_name(BoundOptions{}.conv_mode));  // the library's default
@@ -205,7 +209,10 @@ int main(int argc, char** argv) {
     } else {
       std::vector<fs::path> files;
       for (const auto& e : fs::directory_iterator(fs::path(fixtures) / "refs")) {
-        if (e.path().extension() == ".json") files.push_back(e.path());
+        if (e.path().extension() == ".json" &&
+            e.path().stem().string().find(case_filter) != std::string::npos) {
+          files.push_back(e.path());
+        }
       }
       std::sort(files.begin(), files.end());
       print_fixture_table(fixtures, repeat, files, mode, alpha);

@@ -99,6 +99,7 @@ BoundGraph wide_mlp(int64_t in, int64_t hidden) {
 int run_worker(const WorkerArgs& a) {
   c10::NoGradGuard no_grad;
   distcrown::memory::install_counting_allocator();
+  distcrown::memory::keep_freed_heap();  // fewer page faults; see memory.hpp
   const distcrown::collective::CommPtr comm = a.backend == "nccl"
                                                   ? distcrown::collective::make_nccl_communicator()
                                                   : distcrown::collective::make_mpi_communicator();

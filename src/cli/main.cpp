@@ -56,6 +56,7 @@ void write_error_result(const std::vector<std::string>& args) {
 
 int main(int argc, char** argv) {
   distcrown::memory::install_counting_allocator();
+  distcrown::memory::keep_freed_heap();  // fewer page faults; see memory.hpp
   CLI::App app{"distcrown: neural-network verification by bound propagation"};
   app.require_subcommand(1);
   distcrown::cli::Action bounds = distcrown::cli::add_bounds_command(app);

@@ -1,8 +1,13 @@
 #include "distcrown/util/memory.hpp"
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/alignment.h>
@@ -68,6 +73,23 @@ void install_counting_allocator() {
     c10::SetCPUAllocator(&counting, /*priority=*/100);
     g_installed = true;
   });
+}
+
+bool keep_freed_heap() {
+#if defined(__GLIBC__)
+  // Read before any thread is started (main()'s first lines): getenv is safe there.
+  if (std::getenv("MALLOC_MMAP_THRESHOLD_") != nullptr ||  // NOLINT(concurrency-mt-unsafe)
+      std::getenv("MALLOC_TRIM_THRESHOLD_") != nullptr) {  // NOLINT(concurrency-mt-unsafe)
+    return false;
+  }
+  constexpr int kMmapThreshold = 32 << 20;  // glibc's largest dynamic threshold (64-bit)
+  constexpr int kTrimThreshold = 256 << 20;
+  // Setting either fixes both (glibc stops adapting them), so both are set.
+  return mallopt(M_MMAP_THRESHOLD, kMmapThreshold) == 1 &&
+         mallopt(M_TRIM_THRESHOLD, kTrimThreshold) == 1;
+#else
+  return false;
+#endif
 }
 
 bool counting_installed() { return g_installed.load(); }

@@ -13,6 +13,16 @@ namespace distcrown::memory {
 /// call are not counted; call it first thing in main() or a test's SetUp.
 void install_counting_allocator();
 
+/// Tells glibc's malloc to keep freed memory for the next allocation instead of handing it back
+/// to the kernel: blocks under 32 MiB come from the heap (not a fresh mmap each), and the heap's
+/// top is trimmed only beyond 256 MiB of free space. A bounding pass allocates and frees
+/// tensors of a few hundred KiB to a few MiB thousands of times; with glibc's defaults many of
+/// them are fresh pages, each a page fault (~15 % of CROWN's time on oval21_base, perf). The
+/// cost: up to 256 MiB freed memory may stay in the process's resident set after a peak.
+/// Process-wide, so main() calls it, not the library. Does nothing (returns false) where malloc
+/// is not glibc's or MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_ are set (the user's choice).
+bool keep_freed_heap();
+
 /// True once install_counting_allocator() has run.
 bool counting_installed();
 
