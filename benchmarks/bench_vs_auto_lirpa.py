@@ -6,8 +6,9 @@ this runs `build/bin/bench_bounds --case <case> --threads 1` (in-process calls) 
 process, auto_LiRPA with the reference's settings (bfb7997, float32, CPU, one torch thread, a
 fresh BoundedModule per call, C = identity; alpha-CROWN 20 iterations, lr 0.5, see the fixtures
 README), and prints both medians (of --repeat calls for CROWN, --alpha-repeat for alpha-CROWN)
-and their ratio. auto_LiRPA's bounds are checked against the
-reference's (the same setup reproduces them bit for bit), so both sides compute the same thing.
+and their ratio; the two sides take turns --rounds times, and the table gives the median of each
+side's round medians. auto_LiRPA's bounds are checked against the reference's (the same setup
+reproduces them bit for bit), so both sides compute the same thing.
 
 The ONNX graph is run by a small op-by-op torch module (Conv, Relu, Flatten, Gemm, Add, MatMul;
 weights copied unchanged), which is what the references used too.
@@ -18,7 +19,11 @@ Set-up (Debian's python3-torch 1.13.1, the version the references were made with
     git -C /work/.mirror/Verified-Intelligence+auto_LiRPA/repo archive \
         bfb7997115c5e66327de81b43c42b23c8a0ffb1e auto_LiRPA | tar -x -C /tmp/alirpa
     PYTHONPATH=/tmp/alirpa /usr/bin/python3 benchmarks/bench_vs_auto_lirpa.py \
-        --case oval21_base_img2578 --case oval21_base_img8194
+        --case oval21_base_img2578 --case oval21_base_img8194 [--random-seed 0 ...]
+
+`--random-seed S` adds, per case, the same network with seeded random weights (He-normal, the
+same shapes; the issue's "random CNNs of the same shapes") on the case's input box: auto_LiRPA
+runs first and its bounds are what bench_bounds' deviation column is taken against.
 """
 
 import argparse
@@ -28,6 +33,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -91,6 +97,7 @@ class OnnxNet(torch.nn.Module):
 
 
 def time_auto_lirpa(ref, fixtures, method, repeat):
+    """Median seconds of `repeat` compute_bounds calls, and the last call's bounds (flat lists)."""
     from auto_LiRPA import BoundedModule, BoundedTensor
     from auto_LiRPA.perturbations import PerturbationLpNorm
 
@@ -107,24 +114,66 @@ def time_auto_lirpa(ref, fixtures, method, repeat):
         start = time.perf_counter()
         lb, ub = model.compute_bounds(x=(x,), method=auto_method, bound_lower=True, bound_upper=True)
         times.append(time.perf_counter() - start)
-        bounds = (lb.detach().reshape(-1).double(), ub.detach().reshape(-1).double())
+        bounds = {"lower": [float(v) for v in lb.detach().reshape(-1)],
+                  "upper": [float(v) for v in ub.detach().reshape(-1)]}
+    return statistics.median(times), bounds
+
+
+def relative_deviation(got, want):
     dev = 0.0
-    for got, key in zip(bounds, ("lower", "upper")):
-        want = torch.tensor(ref[method][key], dtype=torch.float64)
-        dev = max(dev, float(((got - want).abs() / want.abs().clamp(min=1e-5)).max()))
-    return statistics.median(times), dev
+    for key in ("lower", "upper"):
+        g = np.asarray(got[key], dtype=np.float64)
+        w = np.asarray(want[key], dtype=np.float64)
+        dev = max(dev, float((np.abs(g - w) / np.maximum(np.abs(w), 1e-5)).max()))
+    return dev
 
 
 def time_distcrown(bench, fixtures, case, alpha, repeat):
+    """bench_bounds' rows for the case: {method: (median s, its 'max rel. dev.' column)}."""
     cmd = [bench, "--fixtures", fixtures, "--only", "fixtures", "--case", case, "--repeat",
            str(repeat), "--threads", "1"] + (["--alpha"] if alpha else [])
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    medians = {}
+    rows = {}
     for line in out.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) >= 3 and cells[0] == case and re.match(r"^[0-9.]+$", cells[2]):
-            medians[cells[1]] = float(cells[2])
-    return medians
+        if len(cells) >= 6 and cells[0] == case and re.match(r"^[0-9.]+$", cells[2]):
+            rows[cells[1]] = (float(cells[2]), cells[5])
+    return rows
+
+
+def alternate(rounds, run_ours, run_theirs):
+    """Both sides `rounds` times in turn (this VM's speed drifts with its neighbours' load): the
+    median of each side's per-round medians, auto_LiRPA's bounds and our deviation column."""
+    ours, theirs = [], []
+    bounds, dev = None, None
+    for _ in range(rounds):
+        t, dev = run_ours()
+        ours.append(t)
+        t, bounds = run_theirs()
+        theirs.append(t)
+    return statistics.median(ours), statistics.median(theirs), bounds, dev
+
+
+def random_case(ref, fixtures, seed, folder):
+    """The case's network with seeded He-normal weights of the same shapes (biases N(0, 0.01²)),
+    written under folder/models, and a copy of its JSON (same input box) pointing at it."""
+    model = onnx.load(os.path.join(fixtures, ref["model"]))
+    rng = np.random.RandomState(seed)
+    for init in model.graph.initializer:
+        dims = list(init.dims)
+        if len(dims) >= 2:
+            fan_in = int(np.prod(dims[1:]))
+            value = rng.normal(0.0, np.sqrt(2.0 / fan_in), size=dims)
+        else:
+            value = rng.normal(0.0, 0.01, size=dims)
+        init.CopyFrom(onnx.numpy_helper.from_array(value.astype(np.float32), init.name))
+    name = "%s_random%d" % (ref["case"], seed)
+    os.makedirs(os.path.join(folder, "models"), exist_ok=True)
+    os.makedirs(os.path.join(folder, "refs"), exist_ok=True)
+    onnx.save(model, os.path.join(folder, "models", name + ".onnx"))
+    out = {k: ref[k] for k in ("input_shape", "input_lower", "input_upper")}
+    out.update({"case": name, "model": "models/%s.onnx" % name, "timing_s": {}})
+    return out
 
 
 def main():
@@ -135,23 +184,49 @@ def main():
     p.add_argument("--repeat", type=int, default=30, help="CROWN calls per side (median)")
     p.add_argument("--alpha-repeat", type=int, default=3, help="alpha-CROWN calls per side")
     p.add_argument("--no-alpha", action="store_true", help="CROWN only")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="times each side runs, in turn (medians of the rounds' medians)")
+    p.add_argument("--random-seed", type=int, action="append", default=[],
+                   help="also each case's network with random weights from this seed")
     args = p.parse_args()
     torch.set_num_threads(1)
     methods = ["crown"] + ([] if args.no_alpha else ["alpha_crown"])
     print("| case | method | distcrown s | auto_LiRPA here s | ratio | auto_LiRPA recorded s | "
-          "auto_LiRPA vs ref |")
+          "agreement |")
     print("|---|---|---|---|---|---|---|")
-    for case in args.case:
-        with open(os.path.join(args.fixtures, "refs", case + ".json")) as f:
-            ref = json.load(f)
-        for m in methods:
-            repeat = args.alpha_repeat if m == "alpha_crown" else args.repeat
-            ours = time_distcrown(args.bench, args.fixtures, case, m == "alpha_crown", repeat)
-            theirs, dev = time_auto_lirpa(ref, args.fixtures, m, repeat)
-            recorded = ref["timing_s"][m]["compute_bounds_s"]
-            print("| %s | %s | %.4f | %.4f | %.2fx | %.4f | %.1e |" %
-                  (case, m, ours[m], theirs, ours[m] / theirs, recorded, dev))
-            sys.stdout.flush()
+    with tempfile.TemporaryDirectory() as folder:
+        for case in args.case:
+            with open(os.path.join(args.fixtures, "refs", case + ".json")) as f:
+                ref = json.load(f)
+            # Fixture rows: auto_LiRPA here against the reference's bounds ("= ref": bit for bit).
+            for m in methods:
+                repeat = args.alpha_repeat if m == "alpha_crown" else args.repeat
+                ours, theirs, bounds, _ = alternate(
+                    args.rounds, lambda: time_distcrown(args.bench, args.fixtures, case,
+                                                        m == "alpha_crown", repeat)[m],
+                    lambda: time_auto_lirpa(ref, args.fixtures, m, repeat))
+                dev = relative_deviation(bounds, ref[m])
+                print("| %s | %s | %.4f | %.4f | %.2fx | %.4f | %s |" %
+                      (case, m, ours, theirs, ours / theirs, ref["timing_s"][m]["compute_bounds_s"],
+                       "= ref" if dev == 0 else "auto_LiRPA %.1e from ref" % dev))
+                sys.stdout.flush()
+            # Random rows: auto_LiRPA's bounds become the JSON bench_bounds compares with, so its
+            # 'max rel. dev.' column is ours against auto_LiRPA's (alpha-CROWN: how much looser).
+            for seed in args.random_seed:
+                rand = random_case(ref, args.fixtures, seed, folder)
+                for m in methods:
+                    repeat = args.alpha_repeat if m == "alpha_crown" else args.repeat
+                    rand[m] = time_auto_lirpa(rand, folder, m, 1)[1]  # bounds to compare with
+                    rand["timing_s"][m] = {"compute_bounds_s": 0.0}
+                    with open(os.path.join(folder, "refs", rand["case"] + ".json"), "w") as f:
+                        json.dump(rand, f)
+                    ours, theirs, _, dev = alternate(
+                        args.rounds, lambda: time_distcrown(args.bench, folder, rand["case"],
+                                                            m == "alpha_crown", repeat)[m],
+                        lambda: time_auto_lirpa(rand, folder, m, repeat))
+                    print("| %s | %s | %.4f | %.4f | %.2fx | - | ours %s from auto_LiRPA |" %
+                          (rand["case"], m, ours, theirs, ours / theirs, dev))
+                    sys.stdout.flush()
 
 
 if __name__ == "__main__":

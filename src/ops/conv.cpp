@@ -8,6 +8,27 @@
 namespace distcrown::ops {
 namespace {
 
+// The adjoint of conv2d, x [N, C_out, h, w] -> [N, C_in, ...]. conv_transpose2d runs oneDNN's
+// backward kernel on the CPU, which is slow when the convolution has one to three input channels
+// (an image model's first layer) and is strided or has 32 or more output channels: LibTorch's
+// own im2col kernel (slow_conv_transpose2d) took 0.13–0.93× its time on such shapes for 1–300
+// rows, 0.95–1.19× at stride 1 with 8–16 output channels, and up to 12× from four input channels
+// on (benchmarks/bench_conv_transpose.py, docs/results.md). The choice depends on shapes alone,
+// so every run and every rank computes the same bits.
+at::Tensor transposed_conv(const at::Tensor& x, const at::Tensor& w, at::IntArrayRef stride,
+                           at::IntArrayRef padding, at::IntArrayRef output_padding,
+                           at::IntArrayRef dilation) {
+  constexpr int64_t kFewInputChannels = 3;
+  constexpr int64_t kManyOutputChannels = 32;
+  const bool strided = stride[0] > 1 || stride[1] > 1;
+  if (x.is_cpu() && w.size(1) <= kFewInputChannels &&
+      (strided || w.size(0) >= kManyOutputChannels)) {
+    return at::slow_conv_transpose2d(x, w, {w.size(2), w.size(3)}, {}, stride, padding,
+                                     output_padding, dilation);
+  }
+  return at::conv_transpose2d(x, w, {}, stride, padding, output_padding, 1, dilation);
+}
+
 class BoundConv2d final : public AffineOp {
  public:
   BoundConv2d(ParamPtr w, ParamPtr b, Conv2dOptions o)
@@ -42,8 +63,7 @@ class BoundConv2d final : public AffineOp {
       const int64_t R = A.size(0);
       const int64_t B = A.size(1);
       const at::Tensor flat = masked.reshape({R * B, A.size(2), A.size(3), A.size(4)});
-      const at::Tensor t =
-          at::conv_transpose2d(flat, w, {}, o_.stride, {0, 0}, {0, 0}, 1, o_.dilation);
+      const at::Tensor t = transposed_conv(flat, w, o_.stride, {0, 0}, {0, 0}, o_.dilation);
       return t.reshape({R, B, t.size(1), t.size(2), t.size(3)});
     };
     if (a.lA.defined() && a.lA.is_same(a.uA)) {
@@ -81,8 +101,7 @@ class BoundConv2d final : public AffineOp {
                                o_.dilation[k] * (w.size(2 + dim) - 1) + 1;
       out_pad[k] = input_shape(0)[2 + k] - produced;
     }
-    const at::Tensor res =
-        at::conv_transpose2d(flat, w, {}, o_.stride, o_.padding, out_pad, 1, o_.dilation);
+    const at::Tensor res = transposed_conv(flat, w, o_.stride, o_.padding, out_pad, o_.dilation);
     return res.reshape({S, B, res.size(1), res.size(2), res.size(3)});
   }
 
