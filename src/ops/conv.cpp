@@ -12,9 +12,9 @@ namespace {
 // backward kernel on the CPU, which is slow when the convolution has one to three input channels
 // (an image model's first layer) and is strided or has 32 or more output channels: LibTorch's
 // own im2col kernel (slow_conv_transpose2d) took 0.13–0.93× its time on such shapes for 1–300
-// rows, 0.95–1.19× at stride 1 with 8–16 output channels, and up to 12× from four input channels
-// on (benchmarks/bench_conv_transpose.py, docs/results.md). The choice depends on shapes alone,
-// so every run and every rank computes the same bits.
+// rows, 0.95–1.19× at stride 1 with 8–16 output channels, and up to 12× (10–300 rows) from four
+// input channels on (benchmarks/bench_conv_transpose.py, docs/results.md). The choice depends on
+// shapes alone, so every run and every rank computes the same bits.
 at::Tensor transposed_conv(const at::Tensor& x, const at::Tensor& w, at::IntArrayRef stride,
                            at::IntArrayRef padding, at::IntArrayRef output_padding,
                            at::IntArrayRef dilation) {
