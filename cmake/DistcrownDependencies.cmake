@@ -16,6 +16,17 @@ if(NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST} AND NOT DEFINED TORCH_CUDA_ARCH_LIST)
 endif()
 set(CMAKE_CUDA_STANDARD 17)
 find_package(Torch REQUIRED)
+# LibTorch's config finds libtorch.so with find_library, which searches the system's library
+# folders before the package's lib/: with Debian's libtorch-dev installed, the build took 1.13's
+# libtorch.so with 2.11's headers and every executable aborted at start (c10 DispatchKeySet
+# assertion). Refuse that mix at configure time, with the way out.
+string(FIND "${TORCH_LIBRARY}" "${TORCH_INSTALL_PREFIX}/" _distcrown_torch_at)
+if(NOT _distcrown_torch_at EQUAL 0)
+  message(FATAL_ERROR
+    "LibTorch's config is in ${TORCH_INSTALL_PREFIX} but its find_library chose "
+    "${TORCH_LIBRARY}, another LibTorch (e.g. Debian's libtorch-dev). Remove that one, or "
+    "configure with -DTORCH_LIBRARY=${TORCH_INSTALL_PREFIX}/lib/libtorch.so")
+endif()
 find_package(ONNX REQUIRED CONFIG)
 find_package(Protobuf REQUIRED)
 find_package(nlohmann_json REQUIRED)
