@@ -16,6 +16,9 @@ weights copied unchanged), which is what the references used too.
 Set-up (Debian's python3-torch 1.13.1, the version the references were made with):
     apt-get install python3-torch python3-onnx python3-yaml python3-tqdm python3-appdirs \
         python3-packaging
+(python3-torch brings Debian's libtorch-dev, whose libtorch.so LibTorch 2.11's CMake config would
+pick up: a new configure of this project then stops with an error saying so. Build first, or
+`apt-get remove libtorch-dev libtorch1.13 python3-torch` afterwards.)
     git -C /work/.mirror/Verified-Intelligence+auto_LiRPA/repo archive \
         bfb7997115c5e66327de81b43c42b23c8a0ffb1e auto_LiRPA | tar -x -C /tmp/alirpa
     PYTHONPATH=/tmp/alirpa /usr/bin/python3 benchmarks/bench_vs_auto_lirpa.py \
