@@ -313,6 +313,46 @@ TEST(Patches, PassBytesChunksRowsWithTheSameBits) {
   }
 }
 
+struct CountingHeartbeat final : Heartbeat {
+  int64_t beats = 0;
+  void beat() override { ++beats; }
+};
+
+TEST(Patches, PatchesPassBytesChunksRowsWithTheSameBits) {
+  // patches_pass_bytes sizes patches passes by the largest A their first chunk (32 rows) met: a
+  // budget below one row's A gives passes of 8 rows after the first. More passes (each calls
+  // the checkpoint between its nodes), every bound bitwise those of one pass per start.
+  for (const CnnCase& c : {cnn_cases()[0], cnn_cases()[3]}) {
+    Rng rng(61);
+    Net n(c.input, rng);
+    const int out = n.linear(n.relu(n.linear(n.flatten(c.body(n, n.input())), 12)), 4);
+    const BoundGraph g = n.finish(out);
+    const InputBox box = box_around(rng, c.input, 0.1);
+    CountingHeartbeat calls_whole;
+    CountingHeartbeat calls_pieces;
+    BoundOptions all = with_mode(ConvMode::kPatches);
+    all.scheme = IntermediateScheme::kTight;  // every neuron a row: starts of 64-324 rows
+    all.patches_pass_bytes = 0;
+    all.checkpoint.heartbeat = &calls_whole;
+    BoundOptions small = all;
+    small.patches_pass_bytes = 1;
+    small.checkpoint.heartbeat = &calls_pieces;
+    c10::NoGradGuard no_grad;
+    CrownEngine whole(g, box, all);
+    CrownEngine pieces(g, box, small);
+    whole.compute_intermediate_bounds();
+    pieces.compute_intermediate_bounds();
+    EXPECT_GT(calls_pieces.beats, calls_whole.beats) << c.name;
+    for (int i = 1; i < g.size(); ++i) {
+      if (i == g.output()) continue;
+      EXPECT_TRUE(at::equal(whole.bounds(i).lower, pieces.bounds(i).lower) &&
+                  at::equal(whole.bounds(i).upper, pieces.bounds(i).upper))
+          << c.name << " " << g.node(i).name;
+    }
+    expect_sound(g, box, pieces.output_bounds(at::Tensor(), true, true), rng);
+  }
+}
+
 TEST(Patches, Float64AgreesWithDense) {
   const CnnCase c = cnn_cases()[3];
   Rng rng(31);

@@ -2,10 +2,12 @@
 // [C, H, W] node start as 1×1 windows, travel as patches through the nodes that take them
 // (OpTraits::patches) and turn dense at the first node that does not, or where the dense A is no
 // larger (a window covering the whole node). The input box is concretized from patches directly.
+#include <algorithm>
 #include <map>
 #include <optional>
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 
 #include "distcrown/methods/crown.hpp"
 #include "distcrown/util/error.hpp"
@@ -50,6 +52,10 @@ void merge(PendingA& slot, PendingA in, const std::vector<int64_t>& shape) {
   add_dense(slot.dense, in.dense);
 }
 
+// Rows of the pass that measures the others' size (patches_rows): large enough that its per-node
+// overheads do not dominate, small enough that it stays under any budget worth setting.
+constexpr int64_t kFirstPatchesChunk = 32;
+
 // Rows padded to a multiple of 8 by repeating the last (as bound_rows' passes, crown.cpp).
 at::Tensor pad_to_eight(const at::Tensor& idx) {
   const int64_t k = idx.numel();
@@ -70,23 +76,39 @@ Interval CrownEngine::patches_rows(int start, const at::Tensor& rows) {
   const auto& shape = g_.node(start).shape;  // [1, C, H, W]
   const int64_t B = box_.lower.size(0);
   const int64_t k = rows.numel();
-  const int64_t chunk = rows_per_pass(start, k);
+  const int64_t most = rows_per_pass(start, k);
+  // Without crown_batch_size, the first chunk measures the largest A a row makes on this pass
+  // (the windows' growth depends on the layers below, not on the row) and sizes the rest by
+  // patches_pass_bytes. Chunks are multiples of 8 rows: with align_rows each row's bits are
+  // those of one pass, and every spec-parallel rank (same row count, same shapes) makes the
+  // same chunks and so the same collective calls.
+  // Under α-CROWN's autograd every chunk's graph lives until the loss's backward anyway, and
+  // smaller passes only cost time there (cifar10_resnet_2b prop 1: ~10 %): not chunked further.
+  const bool measure =
+      opt_.crown_batch_size == 0 && opt_.patches_pass_bytes > 0 && !at::GradMode::is_enabled();
+  int64_t chunk = measure ? std::min(most, kFirstPatchesChunk) : most;
   std::vector<at::Tensor> lower;
   std::vector<at::Tensor> upper;
-  for (int64_t s = 0; s < k; s += chunk) {
-    const int64_t n = std::min(k, s + chunk) - s;
+  for (int64_t s = 0, n = 0; s < k; s += n) {
+    n = std::min(k, s + chunk) - s;
     const at::Tensor slice = rows.slice(0, s, s + n);
     const at::Tensor pass = opt_.align_rows ? pad_to_eight(slice) : slice;
     PatchesA a = identity_patches(pass, shape[1], shape[2], shape[3], B, box_.lower.options());
-    const Interval part = backward_from_patches(start, std::move(a), pass);  // [B, rows padded]
+    int64_t largest = 0;
+    const Interval part = backward_from_patches(start, std::move(a), pass, &largest);
     lower.push_back(part.lower.slice(1, 0, n));
     upper.push_back(part.upper.slice(1, 0, n));
+    if (measure && s == 0) {
+      const int64_t per_row = std::max<int64_t>(largest / pass.numel(), 1);
+      chunk = std::clamp(opt_.patches_pass_bytes / per_row / 8 * 8, int64_t{8}, most);
+    }
   }
   if (lower.size() == 1) return {lower.front(), upper.front()};
   return {at::cat(lower, 1), at::cat(upper, 1)};
 }
 
-Interval CrownEngine::backward_from_patches(int start, PatchesA a, const at::Tensor& rows) {
+Interval CrownEngine::backward_from_patches(int start, PatchesA a, const at::Tensor& rows,
+                                            int64_t* largest_a) {
   std::map<int, PendingA> pending;
   pending[start].patches = std::move(a);
   BiasPair bias;
@@ -97,6 +119,9 @@ Interval CrownEngine::backward_from_patches(int start, PatchesA a, const at::Ten
     opt_.checkpoint();  // may throw DeadlineReached; the pass's A matrices are freed
     PendingA here = std::move(it->second);
     pending.erase(it);
+    const at::Tensor& A = here.patches ? here.patches->any()
+                                       : (here.dense.lA.defined() ? here.dense.lA : here.dense.uA);
+    if (largest_a != nullptr) *largest_a = std::max(*largest_a, A.numel() * A.element_size());
     watch_deadline(here.patches ? here.patches->lA : here.dense.lA);
     const GraphNode& node = g_.node(i);
     step_inputs(node, in_bounds);
@@ -156,6 +181,7 @@ Interval CrownEngine::backward_from_patches(int start, PatchesA a, const at::Ten
   const at::Tensor& any =
       at_input.patches ? at_input.patches->any()
                        : (at_input.dense.lA.defined() ? at_input.dense.lA : at_input.dense.uA);
+  if (largest_a != nullptr) *largest_a = std::max(*largest_a, any.numel() * any.element_size());
   const int64_t R = any.size(0);
   const int64_t B = box_.lower.size(0);
   if (!bias.lower.defined()) bias.lower = at::zeros({R, B}, box_.lower.options());

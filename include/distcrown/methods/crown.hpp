@@ -110,11 +110,14 @@ class CrownEngine {
   /// patches mode, on a [C, H, W] node that takes them, without a hook or with one that takes
   /// patches (α-CROWN's; β-CROWN's needs dense A for its split multipliers and observations).
   [[nodiscard]] bool uses_patches(int start) const;
-  /// neuron_rows() with patches A, chunked as bound_rows() chunks (this rank's rows).
+  /// neuron_rows() with patches A (this rank's rows), chunked by crown_batch_size, else by
+  /// pass_bytes and patches_pass_bytes (the first chunk's A sizes the others).
   Interval patches_rows(int start, const at::Tensor& rows);
   /// backward_from() for a patches A on `start`: patches while the nodes take them, dense after.
-  /// `rows` (LongTensor [r]) names the pass's rows for the relaxation hook.
-  Interval backward_from_patches(int start, PatchesA a, const at::Tensor& rows);
+  /// `rows` (LongTensor [r]) names the pass's rows for the relaxation hook. `largest_a` (when
+  /// given) receives the bytes of the largest A (one side) that a step of the pass received.
+  Interval backward_from_patches(int start, PatchesA a, const at::Tensor& rows,
+                                 int64_t* largest_a = nullptr);
   Interval chunked(int start, const at::Tensor& idx, const RowMaker& make_rows,
                    const at::Tensor& row_ids, Sides sides);
   /// Bounds this rank's rows (positions idx, LongTensor [r], of the k rows): [batch, r].
