@@ -5,6 +5,7 @@
 //
 //   build/bin/bench_bounds [--fixtures DIR] [--repeat R] [--chunk N] [--only fixtures|wide|ops]
 //                          [--ops-case NAME ...] [--conv-mode matrix|patches] [--alpha]
+//                          [--patches-pass-bytes N]
 //                          [--case SUBSTRING]
 // --only ops measures the refs/ops cases named by --ops-case (networks beyond ReLU) alone.
 //
@@ -52,10 +53,9 @@ double median(std::vector<double> v) {
 }
 
 Row measure(const std::string& name, const BoundGraph& g, const InputBox& box, Method method,
-            int64_t chunk, int repeat, double ref_peak_mb, ConvMode mode = ConvMode::kMatrix) {
-  BoundOptions opt;
+            int64_t chunk, int repeat, double ref_peak_mb, const BoundOptions& base = {}) {
+  BoundOptions opt = base;
   opt.crown_batch_size = chunk;
-  opt.conv_mode = mode;
   std::vector<double> times;
   int64_t peak = 0;
   const int64_t baseline = memory::live_bytes();
@@ -114,7 +114,7 @@ double max_relative_looseness(const Interval& b, const nlohmann::json& ref) {
 // Every reference case: our time (median of `repeat`) against auto_LiRPA's compute_bounds time
 // recorded with the reference (same kind of 2-core machine, 1 thread), agreement, and memory.
 void print_fixture_table(const std::string& fixtures, int repeat,
-                         const std::vector<std::filesystem::path>& files, ConvMode mode,
+                         const std::vector<std::filesystem::path>& files, const BoundOptions& base,
                          bool alpha) {
   namespace fs = std::filesystem;
   std::printf("| %-26s | %-11s | %9s | %13s | %7s | %13s | %9s |\n", "case", "method", "median s",
@@ -148,10 +148,8 @@ void print_fixture_table(const std::string& fixtures, int repeat,
       Row r{};
       Interval b;
       try {
-        r = measure(f.stem().string(), g, box, m, 0, repeat, 0, mode);
-        BoundOptions opt;
-        opt.conv_mode = mode;
-        b = compute_bounds(g, box, m, opt);
+        r = measure(f.stem().string(), g, box, m, 0, repeat, 0, base);
+        b = compute_bounds(g, box, m, base);
       } catch (const NumericError& e) {  // the ViT's IBP: exp overflows, as auto_LiRPA's fails
         std::printf("| %-26s | %-11s | %s\n", f.stem().string().c_str(), key.c_str(), e.what());
         continue;
@@ -196,11 +194,15 @@ int main(int argc, char** argv) {
   std::string conv_mode(enum_name(BoundOptions{}.conv_mode));  // the library's default
   app.add_option("--conv-mode", conv_mode, "matrix or patches (fixtures and ops tables)")
       ->capture_default_str();
+  BoundOptions base;  // fixtures and ops tables
+  app.add_option("--patches-pass-bytes", base.patches_pass_bytes,
+                 "BoundOptions::patches_pass_bytes (0: passes sized by pass_bytes alone)")
+      ->capture_default_str();
   bool alpha = false;
   app.add_flag("--alpha", alpha, "alpha-CROWN rows too (fixtures and ops tables)");
   CLI11_PARSE(app, argc, argv);
   at::set_num_threads(threads);
-  const auto mode = parse_enum<ConvMode>(conv_mode, "conv mode");
+  base.conv_mode = parse_enum<ConvMode>(conv_mode, "conv mode");
 
   namespace fs = std::filesystem;
   if (only.empty() || only == "fixtures") {
@@ -215,7 +217,7 @@ int main(int argc, char** argv) {
         }
       }
       std::sort(files.begin(), files.end());
-      print_fixture_table(fixtures, repeat, files, mode, alpha);
+      print_fixture_table(fixtures, repeat, files, base, alpha);
     }
   }
   if (only == "ops") {
@@ -224,7 +226,7 @@ int main(int argc, char** argv) {
     for (const std::string& name : ops_cases) {
       files.push_back(fs::path(fixtures) / "refs" / "ops" / (name + ".json"));
     }
-    print_fixture_table(fixtures, repeat, files, mode, alpha);
+    print_fixture_table(fixtures, repeat, files, base, alpha);
   }
   if (only.empty() || only == "wide") {
     std::printf("\n| %-28s | %-5s | %6s | %9s | %11s | %9s | %-18s |\n", "model", "method", "chunk",
