@@ -331,7 +331,7 @@ TEST(Patches, PatchesPassBytesChunksRowsWithTheSameBits) {
     CountingHeartbeat calls_whole;
     CountingHeartbeat calls_pieces;
     BoundOptions all = with_mode(ConvMode::kPatches);
-    all.scheme = IntermediateScheme::kTight;  // every neuron a row: starts of 64-324 rows
+    all.scheme = IntermediateScheme::kTight;  // every neuron of a start is a row
     all.patches_pass_bytes = 0;
     all.checkpoint.heartbeat = &calls_whole;
     BoundOptions small = all;

@@ -77,10 +77,10 @@ struct BoundOptions {
   /// convolutional layer's 32,768 neurons on a 32×32 map otherwise make one pass of gigabytes.
   int64_t pass_bytes = int64_t{256} << 20;
   /// With crown_batch_size 0, passes with patches A (conv_mode kPatches) outside autograd
-  /// (CROWN's, and α-CROWN's before its optimisation) take, besides
-  /// pass_bytes' limit, as many rows as keep the largest A of the pass (one side, patches or
-  /// dense, as measured on the pass's first chunk of 32 rows) under this many bytes, in multiples
-  /// of 8 rows; 0 = pass_bytes alone. A patches step's temporaries are several times its A (the
+  /// (CROWN's; α-CROWN's optimised passes are not) take, besides pass_bytes' limit, as many rows
+  /// as keep the largest A of the pass (one side, patches or dense, as measured on the pass's
+  /// first chunk of 32 rows) under this many bytes, in multiples of 8 rows; 0 = pass_bytes
+  /// alone. A patches step's temporaries are several times its A (the
   /// ReLU's relaxation read at every row's window, the transposed convolution's columns), and a
   /// patches pass does elementwise work and convolutions that cost the same per row in any
   /// number of rows beyond a few dozen: on cifar10_resnet_2b CROWN's pass of 712 rows peaked at
