@@ -18,35 +18,20 @@ Runs with the project's venv (numpy, onnx):
 import argparse
 import json
 import os
-import re
-import subprocess
 import tempfile
 
-from bench_vs_auto_lirpa import ROOT, random_case
+from bench_vs_auto_lirpa import bench_rows, case_arguments, random_case
 
 
 def peaks(bench, fixtures, case, mode, alpha):
-    """{method: (median s, peak MB)} from one bench_bounds run."""
-    cmd = [bench, "--only", "fixtures", "--fixtures", fixtures, "--case", case, "--repeat", "1",
-           "--threads", "1", "--conv-mode", mode] + (["--alpha"] if alpha else [])
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    rows = {}
-    for line in out.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 7 and cells[0] == case and re.match(r"^[0-9.]+$", cells[2]):
-            rows[cells[1]] = (float(cells[2]), float(cells[6]))
-    if not rows:
-        raise SystemExit("bench_bounds printed no row for %s:\n%s" % (case, out))
-    return rows
+    """{method: (median s, peak MB)} from one bench_bounds run in `mode`."""
+    rows = bench_rows(bench, fixtures, case, alpha, 1, ["--conv-mode", mode])
+    return {m: (float(c[2]), float(c[6])) for m, c in rows.items()}
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--fixtures", default=os.path.join(ROOT, "..", "shared", "fixtures"))
-    p.add_argument("--bench", default=os.path.join(ROOT, "build", "bin", "bench_bounds"))
-    p.add_argument("--case", action="append", required=True, help="a refs/ case (repeatable)")
-    p.add_argument("--random-seed", type=int, action="append", default=[],
-                   help="also each case's network with random weights from this seed")
+    case_arguments(p)
     p.add_argument("--alpha", action="store_true", help="alpha-CROWN rows too")
     args = p.parse_args()
     methods = ["crown"] + (["alpha_crown"] if args.alpha else [])

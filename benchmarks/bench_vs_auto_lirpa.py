@@ -131,17 +131,36 @@ def relative_deviation(got, want):
     return dev
 
 
-def time_distcrown(bench, fixtures, case, alpha, repeat):
-    """bench_bounds' rows for the case: {method: (median s, its 'max rel. dev.' column)}."""
+def bench_rows(bench, fixtures, case, alpha, repeat, extra=()):
+    """bench_bounds' fixture-table rows for the case, one thread: {method: the row's cells (case,
+    method, median s, auto_LiRPA s, speedup, max rel. dev., peak MB)}; `extra` more options."""
     cmd = [bench, "--fixtures", fixtures, "--only", "fixtures", "--case", case, "--repeat",
-           str(repeat), "--threads", "1"] + (["--alpha"] if alpha else [])
+           str(repeat), "--threads", "1"] + (["--alpha"] if alpha else []) + list(extra)
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     rows = {}
     for line in out.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) >= 6 and cells[0] == case and re.match(r"^[0-9.]+$", cells[2]):
-            rows[cells[1]] = (float(cells[2]), cells[5])
+        if len(cells) >= 7 and cells[0] == case and re.match(r"^[0-9.]+$", cells[2]):
+            rows[cells[1]] = cells
+    if not rows:
+        raise SystemExit("bench_bounds printed no row for %s:\n%s" % (case, out))
     return rows
+
+
+def time_distcrown(bench, fixtures, case, alpha, repeat):
+    """bench_bounds' rows for the case: {method: (median s, its 'max rel. dev.' column)}."""
+    return {m: (float(c[2]), c[5]) for m, c in bench_rows(bench, fixtures, case, alpha,
+                                                          repeat).items()}
+
+
+def case_arguments(p):
+    """The options both this script and bench_patches_memory.py take: where the fixtures and
+    bench_bounds are, the cases, and the random-weight seeds."""
+    p.add_argument("--fixtures", default=os.path.join(ROOT, "..", "shared", "fixtures"))
+    p.add_argument("--bench", default=os.path.join(ROOT, "build", "bin", "bench_bounds"))
+    p.add_argument("--case", action="append", required=True, help="a refs/ case (repeatable)")
+    p.add_argument("--random-seed", type=int, action="append", default=[],
+                   help="also each case's network with random weights from this seed")
 
 
 def alternate(rounds, run_ours, run_theirs):
@@ -181,16 +200,12 @@ def random_case(ref, fixtures, seed, folder):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--fixtures", default=os.path.join(ROOT, "..", "shared", "fixtures"))
-    p.add_argument("--bench", default=os.path.join(ROOT, "build", "bin", "bench_bounds"))
-    p.add_argument("--case", action="append", required=True, help="a refs/ case (repeatable)")
+    case_arguments(p)
     p.add_argument("--repeat", type=int, default=30, help="CROWN calls per side (median)")
     p.add_argument("--alpha-repeat", type=int, default=3, help="alpha-CROWN calls per side")
     p.add_argument("--no-alpha", action="store_true", help="CROWN only")
     p.add_argument("--rounds", type=int, default=3,
                    help="times each side runs, in turn (medians of the rounds' medians)")
-    p.add_argument("--random-seed", type=int, action="append", default=[],
-                   help="also each case's network with random weights from this seed")
     args = p.parse_args()
     torch.set_num_threads(1)
     methods = ["crown"] + ([] if args.no_alpha else ["alpha_crown"])
