@@ -19,6 +19,12 @@ namespace {
 struct PendingA {
   std::optional<PatchesA> patches;
   BoundA dense;
+
+  /// A defined side of whichever form it is in (for its shape).
+  [[nodiscard]] const at::Tensor& any() const {
+    if (patches) return patches->any();
+    return dense.lA.defined() ? dense.lA : dense.uA;
+  }
 };
 
 BoundA dense_of(const PatchesA& p, const std::vector<int64_t>& shape) {
@@ -119,9 +125,9 @@ Interval CrownEngine::backward_from_patches(int start, PatchesA a, const at::Ten
     opt_.checkpoint();  // may throw DeadlineReached; the pass's A matrices are freed
     PendingA here = std::move(it->second);
     pending.erase(it);
-    const at::Tensor& A = here.patches ? here.patches->any()
-                                       : (here.dense.lA.defined() ? here.dense.lA : here.dense.uA);
-    if (largest_a != nullptr) *largest_a = std::max(*largest_a, A.numel() * A.element_size());
+    if (largest_a != nullptr) {
+      *largest_a = std::max(*largest_a, here.any().numel() * here.any().element_size());
+    }
     watch_deadline(here.patches ? here.patches->lA : here.dense.lA);
     const GraphNode& node = g_.node(i);
     step_inputs(node, in_bounds);
@@ -178,9 +184,7 @@ Interval CrownEngine::backward_from_patches(int start, PatchesA a, const at::Ten
   const auto it = pending.find(0);
   if (it == pending.end()) throw Error("internal: backward pass did not reach the input");
   const PendingA& at_input = it->second;
-  const at::Tensor& any =
-      at_input.patches ? at_input.patches->any()
-                       : (at_input.dense.lA.defined() ? at_input.dense.lA : at_input.dense.uA);
+  const at::Tensor& any = at_input.any();
   if (largest_a != nullptr) *largest_a = std::max(*largest_a, any.numel() * any.element_size());
   const int64_t R = any.size(0);
   const int64_t B = box_.lower.size(0);
