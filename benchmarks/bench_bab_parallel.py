@@ -9,6 +9,11 @@ and the tensors' own (the memory accountant).
 
   python3 benchmarks/bench_bab_parallel.py                       # mnist_256x6, 8 rounds, batch 64
   python3 benchmarks/bench_bab_parallel.py --rounds 4 --batch 128 --layouts 1,1,none 2,2,none
+  python3 benchmarks/bench_bab_parallel.py --layouts 1,1,none 2,2,none -- --device cuda --backend mpi
+
+Arguments after `--` go to every `verify` (on a GPU: `--device cuda`; P > 1 ranks on one GPU need
+`--backend mpi`, since NCCL refuses two ranks on one device). With --device cuda the tensor column
+is the CUDA caching allocator's peak.
 
 Exit status 1 when a layout's verdict or domain count differs from the first layout's.
 """
@@ -42,6 +47,7 @@ def run(args, layout, repeat):
                    "--deterministic", "--max-rounds", str(args.rounds), "--bab-batch-size",
                    str(args.batch), "--timeout", "0", "--quiet", "--domain-groups", groups,
                    "--shard", shard, "--report", report] + (["--spec-parallel"] if spec else [])
+            cmd += args.extra
             if ranks != "1":
                 cmd = ["mpirun", "--oversubscribe", "-np", ranks] + cmd
             env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
@@ -62,10 +68,12 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--repeat", type=int, default=1, help="runs per layout (medians reported)")
     ap.add_argument("--layouts", nargs="+", default=DEFAULT_LAYOUTS, help="P,G,shard[,spec] ...")
+    ap.add_argument("extra", nargs="*", help="arguments for every verify (after --)")
     args = ap.parse_args()
 
     print(f"model {os.path.basename(args.model)}, spec {os.path.basename(args.spec)}, "
-          f"{args.rounds} rounds per disjunct, batch {args.batch}, --deterministic")
+          f"{args.rounds} rounds per disjunct, batch {args.batch}, --deterministic"
+          + (f", verify {' '.join(args.extra)}" if args.extra else ""))
     print(f"{'P':>2} {'G':>2} {'shard':>10} {'result':>8} {'domains':>8} {'bab s':>7} "
           f"{'dom/s':>8} {'vs 1,1':>7} {'moved':>6} {'RSS MB':>7} {'tensor MB':>9}")
     base = None

@@ -6,10 +6,12 @@
 //   build/bin/bench_bounds [--fixtures DIR] [--repeat R] [--chunk N] [--only fixtures|wide|ops]
 //                          [--ops-case NAME ...] [--conv-mode matrix|patches] [--alpha]
 //                          [--patches-pass-bytes N]
-//                          [--case SUBSTRING]
+//                          [--case SUBSTRING] [--device cpu|cuda]
 // --only ops measures the refs/ops cases named by --ops-case (networks beyond ReLU) alone.
 //
 // Memory is live tensor bytes (counting allocator): baseline after loading, peak during bounding.
+// --device cuda (fixtures and ops tables): the model and box on the GPU, each run timed until its
+// bounds are back on the host, memory from the CUDA caching allocator (allocated bytes).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -58,14 +60,17 @@ Row measure(const std::string& name, const BoundGraph& g, const InputBox& box, M
   opt.crown_batch_size = chunk;
   std::vector<double> times;
   int64_t peak = 0;
-  const int64_t baseline = memory::live_bytes();
+  const bool cuda = box.lower.is_cuda();
+  const int64_t baseline = cuda ? memory::cuda_usage(-1).live_bytes : memory::live_bytes();
   for (int r = 0; r < repeat; ++r) {
-    memory::reset_peak();
+    cuda ? memory::reset_cuda_peak(-1) : memory::reset_peak();
     const auto t0 = std::chrono::steady_clock::now();
     Interval b = compute_bounds(g, box, method, opt);
+    // On the GPU the kernels run asynchronously: the copy to the host waits for them.
+    if (cuda) b.lower.to(at::kCPU);
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     b = {};
-    peak = std::max(peak, memory::peak_bytes());
+    peak = std::max(peak, cuda ? memory::cuda_usage(-1).peak_bytes : memory::peak_bytes());
   }
   return {name, to_string(method), chunk, median(times), baseline / 1e6, peak / 1e6, ref_peak_mb};
 }
@@ -86,7 +91,7 @@ double max_relative_deviation(const Interval& b, const nlohmann::json& ref) {
   double worst = 0;
   for (const auto& [key, t] : {std::pair{"lower", b.lower}, std::pair{"upper", b.upper}}) {
     const auto r = ref[key].get<std::vector<double>>();
-    const at::Tensor got = t.to(at::kDouble).reshape({-1}).contiguous();
+    const at::Tensor got = t.to(at::kCPU, at::kDouble).reshape({-1}).contiguous();
     for (size_t i = 0; i < r.size(); ++i) {
       const double d = std::abs(got[int64_t(i)].item<double>() - r[i]);
       worst = std::max(worst, d / std::max(std::abs(r[i]), 1e-5));
@@ -101,7 +106,7 @@ double max_relative_looseness(const Interval& b, const nlohmann::json& ref) {
   double worst = 0;
   for (const auto& [key, t] : {std::pair{"lower", b.lower}, std::pair{"upper", b.upper}}) {
     const auto r = ref[key].get<std::vector<double>>();
-    const at::Tensor got = t.to(at::kDouble).reshape({-1}).contiguous();
+    const at::Tensor got = t.to(at::kCPU, at::kDouble).reshape({-1}).contiguous();
     const double sign = std::string(key) == "lower" ? 1.0 : -1.0;  // lower: below ref is looser
     for (size_t i = 0; i < r.size(); ++i) {
       const double looser = sign * (r[i] - got[int64_t(i)].item<double>());
@@ -115,7 +120,7 @@ double max_relative_looseness(const Interval& b, const nlohmann::json& ref) {
 // recorded with the reference (same kind of 2-core machine, 1 thread), agreement, and memory.
 void print_fixture_table(const std::string& fixtures, int repeat,
                          const std::vector<std::filesystem::path>& files, const BoundOptions& base,
-                         bool alpha) {
+                         bool alpha, const at::Device& device) {
   namespace fs = std::filesystem;
   std::printf("| %-26s | %-11s | %9s | %13s | %7s | %13s | %9s |\n", "case", "method", "median s",
               "auto_LiRPA s", "speedup", "max rel. dev.", "peak MB");
@@ -138,7 +143,8 @@ void print_fixture_table(const std::string& fixtures, int repeat,
           .to(at::kFloat)
           .reshape(shape);
     };
-    const InputBox box{vec("input_lower"), vec("input_upper")};
+    g.to_device(device);
+    const InputBox box{vec("input_lower").to(device), vec("input_upper").to(device)};
     std::vector<Method> methods{Method::kIbp, Method::kCrown};
     if (alpha) methods.push_back(Method::kAlphaCrown);
     for (Method m : methods) {
@@ -200,7 +206,16 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bool alpha = false;
   app.add_flag("--alpha", alpha, "alpha-CROWN rows too (fixtures and ops tables)");
+  std::string device_name = "cpu";
+  app.add_option("--device", device_name, "cpu or cuda (fixtures and ops tables)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  const at::Device device = device_name == "cuda" ? at::Device(at::kCUDA) : at::Device(at::kCPU);
+  if (device.is_cuda() && !at::hasCUDA()) {
+    std::fprintf(stderr, "bench_bounds: --device cuda, but LibTorch sees no CUDA device\n");
+    return 1;
+  }
   at::set_num_threads(threads);
   base.conv_mode = parse_enum<ConvMode>(conv_mode, "conv mode");
 
@@ -217,7 +232,7 @@ int main(int argc, char** argv) {
         }
       }
       std::sort(files.begin(), files.end());
-      print_fixture_table(fixtures, repeat, files, base, alpha);
+      print_fixture_table(fixtures, repeat, files, base, alpha, device);
     }
   }
   if (only == "ops") {
@@ -226,7 +241,7 @@ int main(int argc, char** argv) {
     for (const std::string& name : ops_cases) {
       files.push_back(fs::path(fixtures) / "refs" / "ops" / (name + ".json"));
     }
-    print_fixture_table(fixtures, repeat, files, base, alpha);
+    print_fixture_table(fixtures, repeat, files, base, alpha, device);
   }
   if (only.empty() || only == "wide") {
     std::printf("\n| %-28s | %-5s | %6s | %9s | %11s | %9s | %-18s |\n", "model", "method", "chunk",

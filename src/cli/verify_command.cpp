@@ -136,6 +136,13 @@ void write_report(const std::string& path, const std::string& verdict, double se
   write_output_file(path, j.dump() + "\n");
 }
 
+// The tensors' peak where the bounds were computed: the accountant's on the CPU, the CUDA caching
+// allocator's (this rank's current device) with --device cuda, where the accountant sees only the
+// host side.
+int64_t tensor_peak_bytes(const RunOptions& a) {
+  return a.device == Device::kCuda ? memory::cuda_usage(-1).peak_bytes : memory::peak_bytes();
+}
+
 // Collective: what every rank did (peak memory, collectives), for rank 0's report, with the
 // ranks' layout and the branch and bound's counts.
 nlohmann::json run_facts(const RunOptions& a, collective::Communicator& world,
@@ -144,7 +151,7 @@ nlohmann::json run_facts(const RunOptions& a, collective::Communicator& world,
   const collective::CommStats mine = group.stats();
   const std::string text = std::to_string(param_bytes) + " " +
                            std::to_string(peak_resident_bytes()) + " " +
-                           std::to_string(memory::peak_bytes()) + " " + std::to_string(mine.calls) +
+                           std::to_string(tensor_peak_bytes(a)) + " " + std::to_string(mine.calls) +
                            " " + std::to_string(mine.bytes) + " " + std::to_string(mine.time_s);
   nlohmann::json ranks = nlohmann::json::array();
   int64_t peak = 0;

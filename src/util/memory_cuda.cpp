@@ -6,22 +6,29 @@
 
 #if defined(DISTCROWN_HAVE_CUDA)
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 #endif
 
 namespace distcrown::memory {
 
 #if defined(DISTCROWN_HAVE_CUDA)
 
+namespace {
+// −1 (an at::Device(at::kCUDA) without an index): the current device, as tensors created there use.
+c10::DeviceIndex index_of(int device) {
+  return device < 0 ? c10::cuda::current_device() : static_cast<c10::DeviceIndex>(device);
+}
+}  // namespace
+
 Usage cuda_usage(int device) {
-  const auto stats =
-      c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device));
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index_of(device));
   const auto& bytes =
       stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
   return {bytes.current, bytes.peak};
 }
 
 void reset_cuda_peak(int device) {
-  c10::cuda::CUDACachingAllocator::resetPeakStats(static_cast<c10::DeviceIndex>(device));
+  c10::cuda::CUDACachingAllocator::resetPeakStats(index_of(device));
 }
 
 #else

@@ -49,7 +49,8 @@ struct Usage {
 Usage usage();
 
 /// Live and peak bytes of LibTorch's CUDA caching allocator on one device (allocated, not
-/// reserved). Throws distcrown::Error when built without CUDA or the device is not usable.
+/// reserved; device −1: the current one). Throws distcrown::Error when built without CUDA or the
+/// device is not usable.
 Usage cuda_usage(int device);
 void reset_cuda_peak(int device);
 
