@@ -15,7 +15,7 @@ Arguments after `--` go to every `verify` (on a GPU: `--device cuda`; P > 1 rank
 `--backend mpi`, since NCCL refuses two ranks on one device). With --device cuda the tensor column
 is the CUDA caching allocator's peak.
 
-Exit status 1 when a layout's verdict or domain count differs from the first layout's.
+Exit status 1 when a layout fails, or its verdict or domain count differs from the first layout's.
 """
 import argparse
 import json
@@ -51,8 +51,11 @@ def run(args, layout, repeat):
             if ranks != "1":
                 cmd = ["mpirun", "--oversubscribe", "-np", ranks] + cmd
             env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-            subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
+            done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True)
+            if done.returncode != 0:
+                lines = done.stderr.strip().splitlines() or ["(no output)"]
+                raise RuntimeError(f"exit status {done.returncode}: {lines[-1]}")
             with open(report) as f:
                 reports.append(json.load(f))
     return reports
@@ -80,7 +83,12 @@ def main():
     first = None
     ok = True
     for layout in args.layouts:
-        reps = run(args, layout, args.repeat)
+        try:
+            reps = run(args, layout, args.repeat)
+        except RuntimeError as e:  # the other layouts still run; the exit status says it
+            print(f"{layout}: failed, {e}")
+            ok = False
+            continue
         r = reps[0]
         seconds = statistics.median(x["bab_time_s"] for x in reps)
         rate = r["domains_bounded"] / seconds if seconds > 0 else float("nan")
@@ -96,7 +104,8 @@ def main():
               f"{seconds:>7.2f} {rate:>8.1f} {rate / base:>6.2f}x {r['domains_moved']:>6} "
               f"{peak:>7.0f} {tensors:>9.1f}")
     if not ok:
-        print("error: layouts disagree on the verdict or the number of domains", file=sys.stderr)
+        print("error: a layout failed, or layouts disagree on the verdict or the number of domains",
+              file=sys.stderr)
     return 0 if ok else 1
 
 

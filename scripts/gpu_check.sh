@@ -6,11 +6,7 @@ OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 exec > >(tee $OUT/log.txt) 2>&1
 set -x
 nvidia-smi -L; uname -a; cat /etc/os-release | head -2
-TL=$(python3 -c 'import torch,os;print(os.path.dirname(torch.__file__)+"/lib")')
-SP=$(python3 -c 'import torch,os;print(os.path.dirname(os.path.dirname(torch.__file__)))')
-NCCL=$(dirname $(find $SP/nvidia -name 'libnccl.so.2' | head -1))
-CRT=$(dirname $(find $SP/nvidia -name 'libcudart.so.13' | head -1))
-export LD_LIBRARY_PATH=$PWD/.gpu/lib:$PWD/build/src:$TL:$NCCL:$CRT
+source scripts/gpu_env.sh
 which mpirun mpiexec orted || true
 ldd build/bin/distcrown | grep "not found" || echo "all libraries found"
 set +x

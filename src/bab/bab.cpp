@@ -22,7 +22,8 @@ std::string spec_parallel_refusal(const BabOptions& o) {
          "the ranks' shares different passes";
 }
 
-int64_t default_memory_limit_bytes() {
+int64_t default_memory_limit_bytes(bool cuda) {
+  if (cuda) return memory::cuda_free_bytes(-1) / 2;
   std::ifstream in("/proc/meminfo");
   for (std::string line; std::getline(in, line);) {
     std::istringstream fields(line);

@@ -37,6 +37,18 @@ InputBox on_device(const InputBox& b, const at::Device& device) {
   return {b.lower.to(device), b.upper.to(device)};
 }
 
+// The tensor counters that a memory limit is kept with, on the device the search bounds on: the
+// memory accountant (CPU) or LibTorch's CUDA caching allocator (util/memory.hpp).
+int64_t live_tensor_bytes(const at::Device& d) {
+  return d.is_cuda() ? memory::cuda_usage(d.index()).live_bytes : memory::live_bytes();
+}
+void reset_step_peak(const at::Device& d) {
+  d.is_cuda() ? memory::reset_cuda_step_peak(d.index()) : memory::reset_step_peak();
+}
+int64_t step_peak_bytes(const at::Device& d) {
+  return d.is_cuda() ? memory::cuda_step_peak_bytes(d.index()) : memory::step_peak_bytes();
+}
+
 BoundOptions without_row_alignment(BoundOptions o) {
   o.align_rows = false;
   return o;
@@ -794,7 +806,7 @@ void ReluBab::cap_batch(RoundReport& mine, int64_t last_batch, int64_t queued) c
   mine.memory_full = false;
   const int64_t limit = o_.memory_limit_bytes;
   if (limit <= 0) return;
-  const int64_t live = memory::live_bytes();
+  const int64_t live = live_tensor_bytes(g_.device());
   mine.live_bytes = live;
   mine.limit_bytes = limit;
   const auto groups = double(o_.world.groups);
@@ -921,8 +933,8 @@ BabResult ReluBab::search(ReluBabStats* stats, const RootStart* start) {
     // The round's cost in tensor bytes, from its start (the parents taken) to its peak (with the
     // children queued), on the accountant's step peak (its run peak stays the whole run's).
     const bool measure = o_.memory_limit_bytes > 0 && !planned.empty();
-    if (measure) memory::reset_step_peak();
-    const int64_t live_before = memory::live_bytes();
+    if (measure) reset_step_peak(g_.device());
+    const int64_t live_before = live_tensor_bytes(g_.device());
     try {
       std::vector<Domain> parents;
       parents.reserve(planned.size());
@@ -952,7 +964,7 @@ BabResult ReluBab::search(ReluBabStats* stats, const RootStart* start) {
     }
     if (measure) {
       per_parent_seen_.push_back(
-          double(std::max<int64_t>(0, memory::step_peak_bytes() - live_before)) /
+          double(std::max<int64_t>(0, step_peak_bytes(g_.device()) - live_before)) /
           double(planned.size()));
       if (int64_t(per_parent_seen_.size()) > std::max(1, o_.attack_every)) {
         per_parent_seen_.pop_front();
@@ -968,16 +980,15 @@ BabResult ReluBab::search(ReluBabStats* stats, const RootStart* start) {
   }
 }
 
-// The limit a branch and bound keeps to (0: none): the memory accountant counts CPU tensors
-// only, and only once installed, so a limit is enforced there alone.
+// The limit a branch and bound keeps to (0: none): CUDA tensors are counted by LibTorch's
+// caching allocator; CPU tensors by the memory accountant, only once installed.
 int64_t memory_limit(int64_t requested, const at::Device& device) {
   if (requested < 0) throw InvalidArgument("memory limit must be >= 0 bytes");
+  if (device.is_cuda()) return requested > 0 ? requested : default_memory_limit_bytes(true);
   if (!device.is_cpu()) {
     if (requested > 0) {
-      throw InvalidArgument(
-          "a memory limit is enforced for CPU branch and bound only (the accountant does not "
-          "track " +
-          device.str() + " memory here yet)");
+      throw InvalidArgument("a memory limit is enforced on CPU and CUDA devices only, not " +
+                            device.str());
     }
     return 0;
   }

@@ -214,7 +214,7 @@ const std::vector<OptionSpec>& table() {
       {"memory-limit", Applies::kVerify,
        "MB (10^6 bytes) of tensors that ReLU branch and bound may hold: each round's batch "
        "shrinks to fit, and the search ends unknown when not one domain fits (0 = half of the "
-       "available memory; CPU only)",
+       "available memory: the host's, or the GPU's with --device cuda)",
        field(
            [](RunOptions & r) -> auto& { return r.memory_limit_mb; },
            CLI::Range(int64_t{0}, kMaxMemoryLimitMb))},

@@ -348,12 +348,12 @@ int run_verify(const RunOptions& a) {
   o.bab.root_iterations = a.alpha.iterations;
   o.bab.root_lr = a.alpha.lr;
   o.bab.progress = !a.quiet && speaker;
-  // --memory-limit: resolved here (the default from this rank's available memory) so that the
-  // report gives the limit kept to; the accountant counts CPU tensors only.
+  // --memory-limit: resolved here (the default from this rank's available memory, host or
+  // GPU) so that the report gives the limit kept to.
   if (a.memory_limit_mb > 0) {
     o.bab.memory_limit_bytes = a.memory_limit_mb * 1000000;
-  } else if (a.device == Device::kCpu) {
-    o.bab.memory_limit_bytes = bab::default_memory_limit_bytes();
+  } else {
+    o.bab.memory_limit_bytes = bab::default_memory_limit_bytes(a.device == Device::kCuda);
   }
   o.bound.crown_batch_size = a.bound.crown_batch_size;
   o.bound.conv_mode = a.bound.conv_mode;

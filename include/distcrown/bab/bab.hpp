@@ -92,12 +92,13 @@ struct BabOptions {
   /// optimisation when a batch is proved, no adaptive resizing.
   bool deterministic = false;
   int64_t max_rounds = 0;  // 0 = until decided or timeout
-  /// Tensor bytes (the memory accountant's live_bytes(), util/memory.hpp) that ReLU splitting
-  /// may hold: each round's batch is the largest (<= `batch`, at most doubling per round) whose
-  /// cost per domain, measured in the last round, fits under it with what is live; when not even
-  /// one domain fits (or, deterministic, the fixed batch does not), the search stops unknown.
-  /// 0 = default_memory_limit_bytes(). Applies only on a CPU graph with the counting allocator
-  /// installed (an explicit limit is refused otherwise: nothing would enforce it).
+  /// Tensor bytes that ReLU splitting may hold, on the graph's device (the memory accountant's
+  /// live_bytes() on the CPU, the CUDA caching allocator's allocated bytes on a GPU;
+  /// util/memory.hpp): each round's batch is the largest (<= `batch`, at most doubling per
+  /// round) whose cost per domain, measured in the last round, fits under it with what is live;
+  /// when not even one domain fits (or, deterministic, the fixed batch does not), the search
+  /// stops unknown. 0 = default_memory_limit_bytes(device). On the CPU it needs the counting
+  /// allocator installed (an explicit limit is refused otherwise: nothing would enforce it).
   int64_t memory_limit_bytes = 0;
   int attack_every = 5;  // rounds between attacks from the worst domains (0 = never)
   /// Spec-parallel ReLU splitting: the ranks of a domain group (world.group) split every batch
@@ -137,9 +138,10 @@ struct BabResult {
 /// neurons, a different number of passes in each rank's share.
 std::string spec_parallel_refusal(const BabOptions& o);
 
-/// The default memory limit: half of the memory the OS reports available now (Linux
-/// /proc/meminfo MemAvailable); 0 where that is not known (no limit).
-int64_t default_memory_limit_bytes();
+/// The default memory limit: half of the memory available now: on the CPU what the OS reports
+/// (Linux /proc/meminfo MemAvailable; 0 where that is not known: no limit), on a CUDA device
+/// its free memory (cudaMemGetInfo).
+int64_t default_memory_limit_bytes(bool cuda = false);
 
 /// The deadline (util/deadline.hpp), as the branch-and-bound API has always named it.
 using Deadline = distcrown::Deadline;

@@ -54,4 +54,13 @@ Usage usage();
 Usage cuda_usage(int device);
 void reset_cuda_peak(int device);
 
+/// The CUDA counterpart of step_peak_bytes()/reset_step_peak(). The caching allocator keeps one
+/// peak, so a step reset first folds it into the run's, which cuda_usage() keeps reporting.
+int64_t cuda_step_peak_bytes(int device);
+void reset_cuda_step_peak(int device);
+
+/// Free memory on the device as the driver reports it (cudaMemGetInfo): what this process, and
+/// any other on the same GPU, can still take.
+int64_t cuda_free_bytes(int device);
+
 }  // namespace distcrown::memory
