@@ -4,6 +4,7 @@
 // AveragePool with counted and uncounted padding, Pad with a nonzero value, windows that outgrow
 // the feature map) and on the fixture CNN and ResNet; sampled soundness.
 #include <ATen/ATen.h>
+#include <ATen/Context.h>
 #include <c10/core/GradMode.h>
 #include <gtest/gtest.h>
 
@@ -265,6 +266,33 @@ TEST(Patches, RandomCnnsAgreeWithDense) {
       BoundOptions tight;
       tight.scheme = IntermediateScheme::kTight;
       check_case(c, seed, tight, "tight seed " + std::to_string(seed));
+    }
+  }
+}
+
+TEST(Patches, CudaAgreesWithCpu) {
+  // On a GPU the bounds must carry float32's rounding only, not TF32's (10-bit mantissa; LibTorch
+  // allows it for convolutions by default, and to_device turns it off): bounds moved ~1e-3
+  // relative on the H200 with LibTorch's defaults.
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device here";
+  for (const CnnCase& c : cnn_cases()) {
+    for (ConvMode mode : {ConvMode::kPatches, ConvMode::kMatrix}) {
+      Rng rng(31);
+      Net n(c.input, rng);
+      const int out = n.linear(n.relu(n.linear(n.flatten(c.body(n, n.input())), 12)), 4);
+      BoundGraph g = n.finish(out);
+      const InputBox box = box_around(rng, c.input, 0.1);
+      c10::NoGradGuard no_grad;
+      const Interval cpu = compute_bounds(g, box, Method::kCrown, with_mode(mode));
+      g.to_device(at::Device(at::kCUDA));
+      EXPECT_FALSE(at::globalContext().allowTF32CuDNN());
+      EXPECT_FALSE(at::globalContext().allowTF32CuBLAS());
+      const InputBox on_gpu{box.lower.cuda(), box.upper.cuda()};
+      const Interval gpu = compute_bounds(g, on_gpu, Method::kCrown, with_mode(mode));
+      const std::string what =
+          std::string(c.name) + (mode == ConvMode::kPatches ? " patches" : " matrix");
+      expect_agree(gpu.lower.cpu(), cpu.lower, what + " lower", 1e-4);
+      expect_agree(gpu.upper.cpu(), cpu.upper, what + " upper", 1e-4);
     }
   }
 }

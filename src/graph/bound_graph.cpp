@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include <ATen/ATen.h>
+#include <ATen/Context.h>
 #include <c10/util/Exception.h>
 
 #include "distcrown/util/error.hpp"
@@ -80,6 +81,16 @@ void BoundGraph::to_dtype(at::ScalarType dtype) {
 }
 
 void BoundGraph::to_device(const at::Device& device) {
+  if (device.is_cuda()) {
+    // LibTorch lets cuDNN run float32 convolutions in TF32 (10-bit mantissa) by default. With
+    // those defaults, on the H200, CROWN's bounds on cifar10_resnet_2b moved 9e-4 relative from
+    // the CPU's (and auto_LiRPA's), where float32 rounding alone moves them ~1e-5: TF32's size
+    // of error. Bounds are only as sound as their arithmetic, so every CUDA float32 convolution
+    // and matmul runs in IEEE float32. Process-wide: LibTorch keeps these flags in its global
+    // context.
+    at::globalContext().setAllowTF32CuDNN(false);
+    at::globalContext().setAllowTF32CuBLAS(false);
+  }
   for (auto& n : nodes_) {
     if (!n.op) continue;
     for (ParamPtr* p : n.op->params()) (*p)->to_device(device);

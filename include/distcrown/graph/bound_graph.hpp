@@ -55,7 +55,8 @@ class BoundGraph {
 
   /// Casts every parameter (float32 <-> float64).
   void to_dtype(at::ScalarType dtype);
-  /// Moves every parameter to `device`.
+  /// Moves every parameter to `device`. To CUDA, it also turns LibTorch's TF32 off for cuDNN
+  /// and cuBLAS (process-wide): TF32's 10-bit mantissa moves bounds by ~1e-3 relative.
   void to_device(const at::Device& device);
   [[nodiscard]] at::Device device() const { return device_; }
 
