@@ -16,9 +16,10 @@ grep -qx "/.gpu/" .git/info/exclude 2>/dev/null || echo "/.gpu/" >>.git/info/exc
 mkdir -p .gpu/lib .gpu/fixtures/models .gpu/fixtures/specs .gpu/fixtures/expected \
   .gpu/fixtures/refs .gpu/ref
 for l in libonnx_proto.so.1 libprotobuf.so.32 libmpi.so.40 libopen-rte.so.40 libopen-pal.so.40 \
-         libhwloc.so.15 libevent_core-2.1.so.7 libevent_pthreads-2.1.so.7; do
+         libhwloc.so.15 libevent_core-2.1.so.7 libevent_pthreads-2.1.so.7 libyaml-cpp.so.0.7; do
   cp -L "/lib/x86_64-linux-gnu/$l" .gpu/lib/
 done
+cp -L build/src/libdistcrown_mpi.so .gpu/lib/  # not carried with build/bin
 cp "$F"/models/{mnist_256x6,oval21_base,cifar10_resnet_2b}.onnx "$F"/models/acasxu_*.onnx .gpu/fixtures/models/
 cp "$F"/refs/{oval21_base,cifar10_resnet_2b}_*.json .gpu/fixtures/refs/
 mkdir -p .gpu/fixtures/refs/ops && cp "$F"/refs/ops/vit_pgd_2_3_16_4021.json .gpu/fixtures/refs/ops/
