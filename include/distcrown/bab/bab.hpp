@@ -97,7 +97,7 @@ struct BabOptions {
   /// util/memory.hpp): each round's batch is the largest (<= `batch`, at most doubling per
   /// round) whose cost per domain, measured in the last round, fits under it with what is live;
   /// when not even one domain fits (or, deterministic, the fixed batch does not), the search
-  /// stops unknown. 0 = default_memory_limit_bytes(device). On the CPU it needs the counting
+  /// stops unknown. 0 = default_memory_limit_bytes(graph on CUDA). On the CPU it needs the counting
   /// allocator installed (an explicit limit is refused otherwise: nothing would enforce it).
   int64_t memory_limit_bytes = 0;
   int attack_every = 5;  // rounds between attacks from the worst domains (0 = never)
