@@ -129,7 +129,7 @@ class ReluBab {
         disjuncts_(disjuncts),
         o_(o),
         deadline_(deadline),
-        own_progress_(o.progress, deadline),
+        own_progress_(o.progress, deadline, g.device().is_cuda()),
         progress_(o.reporter != nullptr ? *o.reporter : own_progress_),
         bo_(with_checkpoint(without_row_alignment(bo), deadline, progress_)),
         box_(on_device(io::enclosing_box(c, g, g.dtype()), g.device())) {
