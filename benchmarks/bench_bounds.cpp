@@ -60,17 +60,17 @@ Row measure(const std::string& name, const BoundGraph& g, const InputBox& box, M
   opt.crown_batch_size = chunk;
   std::vector<double> times;
   int64_t peak = 0;
-  const bool cuda = box.lower.is_cuda();
-  const int64_t baseline = cuda ? memory::cuda_usage(-1).live_bytes : memory::live_bytes();
+  const at::Device device = box.lower.device();
+  const int64_t baseline = memory::usage(device).live_bytes;
   for (int r = 0; r < repeat; ++r) {
-    cuda ? memory::reset_cuda_peak(-1) : memory::reset_peak();
+    memory::reset_peak(device);
     const auto t0 = std::chrono::steady_clock::now();
     Interval b = compute_bounds(g, box, method, opt);
     // On the GPU the kernels run asynchronously: the copy to the host waits for them.
-    if (cuda) b.lower.to(at::kCPU);
+    if (device.is_cuda()) b.lower.to(at::kCPU);
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     b = {};
-    peak = std::max(peak, cuda ? memory::cuda_usage(-1).peak_bytes : memory::peak_bytes());
+    peak = std::max(peak, memory::usage(device).peak_bytes);
   }
   return {name, to_string(method), chunk, median(times), baseline / 1e6, peak / 1e6, ref_peak_mb};
 }

@@ -114,15 +114,8 @@ int run_worker(const WorkerArgs& a) {
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(7);
   const at::Tensor centre = at::empty({a.batch, a.in}, at::kFloat).uniform_(0, 1, gen);
   const distcrown::InputBox box{(centre - 0.01).to(device), (centre + 0.01).to(device)};
-  const int cuda_index = device.is_cuda() ? box.lower.device().index() : -1;
-  int64_t baseline = 0;
-  if (device.is_cuda()) {
-    baseline = distcrown::memory::cuda_usage(cuda_index).live_bytes;
-    distcrown::memory::reset_cuda_peak(cuda_index);
-  } else {
-    baseline = distcrown::memory::live_bytes();
-    distcrown::memory::reset_peak();
-  }
+  const int64_t baseline = distcrown::memory::usage(box.lower.device()).live_bytes;
+  distcrown::memory::reset_peak(box.lower.device());
   comm->barrier();
   comm->reset_stats();
   const auto t0 = std::chrono::steady_clock::now();
@@ -130,8 +123,7 @@ int run_worker(const WorkerArgs& a) {
   if (device.is_cuda()) (void)b.lower.sum().item<double>();  // wait for the device
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const int64_t peak = device.is_cuda() ? distcrown::memory::cuda_usage(cuda_index).peak_bytes
-                                        : distcrown::memory::peak_bytes();
+  const int64_t peak = distcrown::memory::usage(box.lower.device()).peak_bytes;
   const distcrown::collective::CommStats stats = comm->stats();
   std::ostringstream mine;
   mine << baseline << ' ' << peak << ' ' << stats.calls << ' ' << stats.bytes << ' ' << stats.time_s
@@ -273,7 +265,8 @@ void drift_table(const std::string& cli, const std::string& mpirun, const std::s
         std::ostringstream cmd;
         cmd << mpirun_prefix(mpirun, P) << cli << " bounds --model " << c.model << " --vnnlib "
             << c.vnnlib << " --method crown --shard " << mode << " --device " << device
-            << " --backend " << backend << " --result " << json << " > " << dir << "/drift.log 2>&1";
+            << " --backend " << backend << " --result " << json << " > " << dir
+            << "/drift.log 2>&1";
         if (!run(cmd.str(), json)) continue;
         std::ifstream in(json);
         const auto j = nlohmann::json::parse(in);

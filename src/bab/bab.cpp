@@ -72,9 +72,9 @@ void Progress::print() {
   }
   // Resident (what the OS gives the process) and the tensors' own peak (the accountant, or the
   // CUDA caching allocator where the bounds are computed on a GPU).
-  const int64_t tensors = cuda_ ? memory::cuda_usage(-1).peak_bytes : memory::peak_bytes();
   std::snprintf(buf, sizeof buf, ", peak memory %.0f MB (%stensors %.0f MB)\n",
-                double(peak_resident_bytes()) / 1e6, cuda_ ? "CUDA " : "", double(tensors) / 1e6);
+                double(peak_resident_bytes()) / 1e6, device_.is_cuda() ? "CUDA " : "",
+                double(memory::usage(device_).peak_bytes) / 1e6);
   line += buf;
   std::fputs(line.c_str(), stderr);
 }

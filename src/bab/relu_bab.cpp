@@ -37,18 +37,6 @@ InputBox on_device(const InputBox& b, const at::Device& device) {
   return {b.lower.to(device), b.upper.to(device)};
 }
 
-// The tensor counters that a memory limit is kept with, on the device the search bounds on: the
-// memory accountant (CPU) or LibTorch's CUDA caching allocator (util/memory.hpp).
-int64_t live_tensor_bytes(const at::Device& d) {
-  return d.is_cuda() ? memory::cuda_usage(d.index()).live_bytes : memory::live_bytes();
-}
-void reset_step_peak(const at::Device& d) {
-  d.is_cuda() ? memory::reset_cuda_step_peak(d.index()) : memory::reset_step_peak();
-}
-int64_t step_peak_bytes(const at::Device& d) {
-  return d.is_cuda() ? memory::cuda_step_peak_bytes(d.index()) : memory::step_peak_bytes();
-}
-
 BoundOptions without_row_alignment(BoundOptions o) {
   o.align_rows = false;
   return o;
@@ -129,7 +117,7 @@ class ReluBab {
         disjuncts_(disjuncts),
         o_(o),
         deadline_(deadline),
-        own_progress_(o.progress, deadline, g.device().is_cuda()),
+        own_progress_(o.progress, deadline, g.device()),
         progress_(o.reporter != nullptr ? *o.reporter : own_progress_),
         bo_(with_checkpoint(without_row_alignment(bo), deadline, progress_)),
         box_(on_device(io::enclosing_box(c, g, g.dtype()), g.device())) {
@@ -806,7 +794,7 @@ void ReluBab::cap_batch(RoundReport& mine, int64_t last_batch, int64_t queued) c
   mine.memory_full = false;
   const int64_t limit = o_.memory_limit_bytes;
   if (limit <= 0) return;
-  const int64_t live = live_tensor_bytes(g_.device());
+  const int64_t live = memory::usage(g_.device()).live_bytes;
   mine.live_bytes = live;
   mine.limit_bytes = limit;
   const auto groups = double(o_.world.groups);
@@ -933,8 +921,8 @@ BabResult ReluBab::search(ReluBabStats* stats, const RootStart* start) {
     // The round's cost in tensor bytes, from its start (the parents taken) to its peak (with the
     // children queued), on the accountant's step peak (its run peak stays the whole run's).
     const bool measure = o_.memory_limit_bytes > 0 && !planned.empty();
-    if (measure) reset_step_peak(g_.device());
-    const int64_t live_before = live_tensor_bytes(g_.device());
+    if (measure) memory::reset_step_peak(g_.device());
+    const int64_t live_before = memory::usage(g_.device()).live_bytes;
     try {
       std::vector<Domain> parents;
       parents.reserve(planned.size());
@@ -964,7 +952,7 @@ BabResult ReluBab::search(ReluBabStats* stats, const RootStart* start) {
     }
     if (measure) {
       per_parent_seen_.push_back(
-          double(std::max<int64_t>(0, step_peak_bytes(g_.device()) - live_before)) /
+          double(std::max<int64_t>(0, memory::step_peak_bytes(g_.device()) - live_before)) /
           double(planned.size()));
       if (int64_t(per_parent_seen_.size()) > std::max(1, o_.attack_every)) {
         per_parent_seen_.pop_front();

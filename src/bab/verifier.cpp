@@ -231,8 +231,7 @@ VerifyResult verify(const BoundGraph& g, const io::VnnlibProperty& property,
   const Deadline group_deadline =
       local_deadline.agreed_by(collective::expiry_agreement(world.group));
   // Rank 0 prints the progress lines.
-  Progress progress(options.bab.progress && world.world_rank() == 0, deadline,
-                    g.device().is_cuda());
+  Progress progress(options.bab.progress && world.world_rank() == 0, deadline, g.device());
   VerifyResult r;
   const auto finish = [&](Verdict v, std::string detail) {
     // An answer decided after the deadline is a timeout (VNN-COMP counts late answers so).

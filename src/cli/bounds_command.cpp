@@ -191,15 +191,9 @@ int run_bounds(const RunOptions& a) {
 
   // Tensor bytes on the device the bounds are computed on: the counting CPU allocator, or the CUDA
   // caching allocator's statistics.
-  const int cuda_index = device.is_cuda() ? box.lower.device().index() : -1;
   RankReport mine;
-  if (device.is_cuda()) {
-    mine.baseline = memory::cuda_usage(cuda_index).live_bytes;
-    memory::reset_cuda_peak(cuda_index);
-  } else {
-    mine.baseline = memory::live_bytes();
-    memory::reset_peak();
-  }
+  mine.baseline = memory::usage(box.lower.device()).live_bytes;
+  memory::reset_peak(box.lower.device());
   comm->reset_stats();
   const auto t0 = std::chrono::steady_clock::now();
   Interval b;
@@ -224,7 +218,7 @@ int run_bounds(const RunOptions& a) {
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  mine.peak = device.is_cuda() ? memory::cuda_usage(cuda_index).peak_bytes : memory::peak_bytes();
+  mine.peak = memory::usage(box.lower.device()).peak_bytes;
   mine.comm = comm->stats();
   const std::vector<RankReport> reports = gather_reports(*comm, mine);
   collective::run_agreed(*comm, [&] { check_deadline(deadline, "while bounding"); });

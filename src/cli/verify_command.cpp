@@ -140,7 +140,8 @@ void write_report(const std::string& path, const std::string& verdict, double se
 // allocator's (this rank's current device) with --device cuda, where the accountant sees only the
 // host side.
 int64_t tensor_peak_bytes(const RunOptions& a) {
-  return a.device == Device::kCuda ? memory::cuda_usage(-1).peak_bytes : memory::peak_bytes();
+  return memory::usage(a.device == Device::kCuda ? at::Device(at::kCUDA) : at::Device(at::kCPU))
+      .peak_bytes;
 }
 
 // Collective: what every rank did (peak memory, collectives), for rank 0's report, with the

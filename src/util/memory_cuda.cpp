@@ -72,4 +72,20 @@ int64_t cuda_free_bytes(int /*device*/) { throw Error("distcrown was built witho
 
 #endif
 
+Usage usage(const c10::Device& device) {
+  return device.is_cuda() ? cuda_usage(device.index()) : usage();
+}
+
+void reset_peak(const c10::Device& device) {
+  device.is_cuda() ? reset_cuda_peak(device.index()) : reset_peak();
+}
+
+int64_t step_peak_bytes(const c10::Device& device) {
+  return device.is_cuda() ? cuda_step_peak_bytes(device.index()) : step_peak_bytes();
+}
+
+void reset_step_peak(const c10::Device& device) {
+  device.is_cuda() ? reset_cuda_step_peak(device.index()) : reset_step_peak();
+}
+
 }  // namespace distcrown::memory

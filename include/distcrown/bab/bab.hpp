@@ -12,6 +12,7 @@
 #include "distcrown/bab/attack.hpp"
 #include "distcrown/collective/communicator.hpp"
 #include "distcrown/util/deadline.hpp"
+#include "distcrown/util/memory.hpp"
 
 namespace distcrown::bab {
 
@@ -151,12 +152,11 @@ using Deadline = distcrown::Deadline;
 /// a long CROWN or α-CROWN pass — so that a run prints at least every few seconds whatever it is
 /// doing. Each line: the phase, seconds since the deadline's start, the round, domains bounded
 /// and in the queue and the worst bound (once a branch and bound has started), and the peak
-/// resident memory with the tensors' own peak (the accountant's, or with `cuda` the CUDA caching
-/// allocator's on the current device).
+/// resident memory with the tensors' own peak on `device` (memory::usage(device)).
 class Progress final : public Heartbeat {
  public:
-  Progress(bool enabled, const Deadline& deadline, bool cuda = false)
-      : enabled_(enabled), cuda_(cuda), deadline_(deadline) {}
+  Progress(bool enabled, const Deadline& deadline, const c10::Device& device = c10::kCPU)
+      : enabled_(enabled), device_(device), deadline_(deadline) {}
   /// A new phase ("attack", "root alpha-CROWN", "bab (relu splits)"): printed at once.
   void start(std::string phase);
   /// The state of a branch and bound before a round; printed when a second has passed.
@@ -169,7 +169,7 @@ class Progress final : public Heartbeat {
   void print();
 
   bool enabled_;
-  bool cuda_;
+  c10::Device device_;
   Deadline deadline_;
   std::string phase_;
   int64_t rounds_ = -1;  // -1: no branch and bound in this phase

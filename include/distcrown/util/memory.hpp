@@ -7,6 +7,8 @@
 // by LibTorch's design.
 #include <cstdint>
 
+#include <c10/core/Device.h>
+
 namespace distcrown::memory {
 
 /// Installs the counting CPU allocator (idempotent, thread-safe). Tensors allocated before this
@@ -62,5 +64,13 @@ void reset_cuda_step_peak(int device);
 /// Free memory on the device as the driver reports it (cudaMemGetInfo): what this process, and
 /// any other on the same GPU, can still take.
 int64_t cuda_free_bytes(int device);
+
+/// The counters of the device that tensors are computed on, for code that serves both: on the
+/// CPU the accountant's (usage(), reset_peak(), step_peak_bytes(), reset_step_peak()), on a CUDA
+/// device the caching allocator's (cuda_usage() and the rest, at device.index(); −1: current).
+Usage usage(const c10::Device& device);
+void reset_peak(const c10::Device& device);
+int64_t step_peak_bytes(const c10::Device& device);
+void reset_step_peak(const c10::Device& device);
 
 }  // namespace distcrown::memory
