@@ -8,7 +8,8 @@
 #  3. branch and bound across ranks on CUDA (bench_bab_parallel: NCCL at P = 1, MPI host-staged at
 #     P = 2) at batch 64 and 512;
 #  4. when time is left, the ViT's CROWN and α-CROWN on CUDA.
-# Step 0 runs test_patches' CUDA case. Each step has its own time limit; the whole stays under ~8 minutes. Output under $OUT.
+# Step 0 runs test_patches' CUDA case. Each step has its own time limit; the whole stays under
+# ~8 minutes. Output under $OUT.
 # FROM=N starts at step N (a rerun after a partial one); DEV=cpu is a dry run without a GPU.
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
