@@ -27,6 +27,7 @@
 #include "distcrown/sharding/partitioner.hpp"
 #include "distcrown/sharding/sharded_param.hpp"
 #include "fixtures.hpp"
+#include "onnx_builder.hpp"
 
 namespace distcrown {
 namespace {
@@ -211,6 +212,39 @@ TEST(AlphaSharded, SpecParallelSplitsAlphaMemory) {
   at::Tensor most = at::full({1}, double(split.alpha_bytes), at::kDouble);
   comm->all_reduce(most, collective::ReduceOp::kMax);
   EXPECT_EQ(int64_t(most.item<double>()), one.alpha_bytes / comm->size());
+  expect_close(one.bounds.lower, split.bounds.lower, "lower");
+  expect_close(one.bounds.upper, split.bounds.upper, "upper");
+}
+
+// A rank that owns no unstable neuron of a start holds no α for it, so its share of that start's
+// pass depends on no parameter. Its gather must still take part in the backward, in the order
+// of every other rank's (collective::BackwardOrder): before, that rank's gather had no backward
+// node and skipped a ReduceScatter that the others waited in, and α-CROWN hung (mpirun -np 4 on
+// ACAS Xu 1_1 property 3). Here the second hidden layer's last half is stable (bias +50), so at
+// 2 ranks rank 1, at 4 ranks ranks 2 and 3, own none of its unstable neurons.
+TEST(AlphaSharded, SpecParallelWithARankThatOwnsNoUnstableNeuron) {
+  const collective::CommPtr comm = world();
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(5);
+  const int64_t n = 16;
+  at::Tensor b2 = at::zeros({n});
+  b2.slice(0, n / 2).fill_(50);
+  testing::OnnxBuilder b;
+  b.input("x", {1, 8}).output("y");
+  b.initializer("W1", at::randn({n, 8}, gen)).initializer("b1", at::zeros({n}));
+  b.initializer("W2", at::randn({n, n}, gen)).initializer("b2", b2);
+  b.initializer("W3", at::randn({4, n}, gen)).initializer("b3", at::zeros({4}));
+  b.node("fc1", "Gemm", {"x", "W1", "b1"}, {"h1"}, {testing::attr_int("transB", 1)});
+  b.node("relu1", "Relu", {"h1"}, {"a1"});
+  b.node("fc2", "Gemm", {"a1", "W2", "b2"}, {"h2"}, {testing::attr_int("transB", 1)});
+  b.node("relu2", "Relu", {"h2"}, {"a2"});
+  b.node("fc3", "Gemm", {"a2", "W3", "b3"}, {"y"}, {testing::attr_int("transB", 1)});
+  const BoundGraph g = io::load_onnx_bytes(b.bytes(), "half_stable.onnx");
+  const at::Tensor x = at::empty({1, 8}, at::kFloat).uniform_(0, 1, gen);
+  const InputBox box{x - 0.5, x + 0.5};
+  const AlphaOptions ao = alpha_options(4);
+  const AlphaResult one = alpha_crown(g, box, {}, ao);
+  const AlphaResult split = alpha_crown(g, box, {}, ao, {}, true, true, comm);
+  EXPECT_EQ(one.iterations_run, split.iterations_run);
   expect_close(one.bounds.lower, split.bounds.lower, "lower");
   expect_close(one.bounds.upper, split.bounds.upper, "upper");
 }

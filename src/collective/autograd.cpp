@@ -84,4 +84,15 @@ at::Tensor gather_from_ranks(const at::Tensor& x, const CommPtr& comm) {
   return GatherFromRanks::apply(x, comm);
 }
 
+at::Tensor BackwardOrder::tie(const at::Tensor& x) {
+  if (!at::GradMode::is_enabled()) return x;
+  if (!last_.defined()) last_ = at::zeros({0}, x.options()).requires_grad_(true);
+  // Σ over no elements is +0 exactly: x's values are unchanged (a −0 becomes +0).
+  return x + last_.sum().to(x.scalar_type());
+}
+
+void BackwardOrder::link(const at::Tensor& out) {
+  if (at::GradMode::is_enabled()) last_ = out.flatten().narrow(0, 0, 0);
+}
+
 }  // namespace distcrown::collective

@@ -258,11 +258,14 @@ Interval CrownEngine::spread_rows(int start, int64_t k, const PartBounder& part,
   const int64_t B = local.lower.size(0);
   const at::Tensor mine = at::stack({local.lower, local.upper}).unsqueeze(0);  // [1, 2, B, per]
   // [P, 2, B, per]; with a hook the gradient flows back to the rank that computed each row.
-  const at::Tensor all = hook_ != nullptr ? collective::gather_from_ranks(mine, spec_comm_) : [&] {
-    at::Tensor out = at::empty({P, 2, B, per}, mine.options());
-    spec_comm_->all_gather(mine.contiguous(), out);
-    return out;
-  }();
+  at::Tensor all;
+  if (hook_ != nullptr) {
+    all = collective::gather_from_ranks(backward_order_.tie(mine), spec_comm_);
+    backward_order_.link(all);
+  } else {
+    all = at::empty({P, 2, B, per}, mine.options());
+    spec_comm_->all_gather(mine.contiguous(), all);
+  }
   // Where position j sits in [P·per]: rank r's i-th row at r·per + i.
   at::Tensor where = at::empty({k}, at::kLong);
   for (int r = 0; r < P; ++r) {

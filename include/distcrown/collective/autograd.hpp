@@ -22,8 +22,11 @@
 //            sum the shares; taking only this rank's slice would be right only if the gathered
 //            tensor fed nothing rank-local (docs/architecture.md).
 // All three are collective in the forward and in the backward: every rank must run the same
-// differentiated computation (same graph, same order), which the bounding code guarantees by
-// running the same passes on every rank (padding rows where a rank has fewer).
+// differentiated computation (same graph, same order). Running the same passes on every rank
+// (padding rows where a rank has fewer) gives the same forward, but not the same backward: a
+// Function gets a backward node only where its input requires grad, which is data: a rank
+// whose rows meet no α (all stable, or another rank's) skips a ReduceScatter the others wait in.
+// And autograd runs independent nodes in an order of its own. BackwardOrder fixes both.
 #include <ATen/core/Tensor.h>
 
 #include "distcrown/collective/communicator.hpp"
@@ -39,5 +42,20 @@ at::Tensor reduce_from_shards(const at::Tensor& x, const CommPtr& comm);
 /// x [n, *] -> [P·n, *]: every rank's x, rank-major along dim 0. Backward: this rank's block of
 /// the gradients summed over ranks (ReduceScatter).
 at::Tensor gather_from_ranks(const at::Tensor& x, const CommPtr& comm);
+
+/// Ties the collectives of one differentiated computation into a chain, so that every rank
+/// makes their backward collectives, all of them and in reverse forward order, whatever its
+/// data: before each collective, `tie(x)` adds to x an exact zero (the sum of an empty slice)
+/// of the previous collective's output (a leaf for the first), so x requires grad on every
+/// rank and the previous collective's backward waits for this one's; after it, `link(out)`.
+/// Does nothing while grad mode is off. One per differentiated computation (one CrownEngine).
+class BackwardOrder {
+ public:
+  [[nodiscard]] at::Tensor tie(const at::Tensor& x);
+  void link(const at::Tensor& out);
+
+ private:
+  at::Tensor last_;  // [0] slice of the last collective's output (or a [0] leaf), grad-tracked
+};
 
 }  // namespace distcrown::collective

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "distcrown/bounds/interval.hpp"
+#include "distcrown/collective/autograd.hpp"
 #include "distcrown/collective/communicator.hpp"
 #include "distcrown/graph/bound_graph.hpp"
 #include "distcrown/methods/options.hpp"
@@ -134,6 +135,9 @@ class CrownEngine {
   std::vector<std::optional<Interval>> reference_;
   bool intersect_reference_ = false;
   RelaxationHook* hook_ = nullptr;
+  // Spec-parallel passes under a hook gather their rows inside the differentiated computation:
+  // their backward collectives must run on every rank in one order (collective/autograd.hpp).
+  collective::BackwardOrder backward_order_;
   std::vector<Interval> centre_;  // centre_values(), empty until needed
 };
 
