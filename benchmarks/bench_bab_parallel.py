@@ -10,6 +10,10 @@ and the tensors' own (the memory accountant).
   python3 benchmarks/bench_bab_parallel.py                       # mnist_256x6, 8 rounds, batch 64
   python3 benchmarks/bench_bab_parallel.py --rounds 4 --batch 128 --layouts 1,1,none 2,2,none
   python3 benchmarks/bench_bab_parallel.py --layouts 1,1,none 2,2,none -- --device cuda --backend mpi
+  python3 benchmarks/bench_bab_parallel.py --rounds 11 --batch 512 --csv docs/bab_parallel.csv
+
+--csv appends one row per layout (with the batch and rounds, so that runs at several batch sizes
+share a file); scripts/plot_bab_parallel.py draws it.
 
 Arguments after `--` go to every `verify` (on a GPU: `--device cuda`; P > 1 ranks on one GPU need
 `--backend mpi`, since NCCL refuses two ranks on one device). With --device cuda the tensor column
@@ -18,6 +22,7 @@ is the CUDA caching allocator's peak.
 Exit status 1 when a layout fails, or its verdict or domain count differs from the first layout's.
 """
 import argparse
+import csv
 import json
 import os
 import statistics
@@ -71,6 +76,7 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--repeat", type=int, default=1, help="runs per layout (medians reported)")
     ap.add_argument("--layouts", nargs="+", default=DEFAULT_LAYOUTS, help="P,G,shard[,spec] ...")
+    ap.add_argument("--csv", help="append one row per layout to this CSV file")
     ap.add_argument("extra", nargs="*", help="arguments for every verify (after --)")
     args = ap.parse_args()
 
@@ -82,6 +88,7 @@ def main():
     base = None
     first = None
     ok = True
+    rows = []
     for layout in args.layouts:
         try:
             reps = run(args, layout, args.repeat)
@@ -103,6 +110,20 @@ def main():
         print(f"{ranks:>2} {groups:>2} {shard:>10} {r['result']:>8} {r['domains_bounded']:>8} "
               f"{seconds:>7.2f} {rate:>8.1f} {rate / base:>6.2f}x {r['domains_moved']:>6} "
               f"{peak:>7.0f} {tensors:>9.1f}")
+        rows.append({"model": os.path.basename(args.model), "spec": os.path.basename(args.spec),
+                     "batch": args.batch, "rounds": args.rounds, "ranks": ranks,
+                     "groups": groups, "shard": shard, "result": r["result"],
+                     "domains": r["domains_bounded"], "bab_s": f"{seconds:.3f}",
+                     "domains_per_s": f"{rate:.1f}", "vs_1_1": f"{rate / base:.3f}",
+                     "moved": r["domains_moved"], "rss_mb": f"{peak:.1f}",
+                     "tensor_mb": f"{tensors:.1f}"})
+    if args.csv and rows:
+        new = not os.path.exists(args.csv) or os.path.getsize(args.csv) == 0
+        with open(args.csv, "a", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            if new:
+                w.writeheader()
+            w.writerows(rows)
     if not ok:
         print("error: a layout failed, or layouts disagree on the verdict or the number of domains",
               file=sys.stderr)
