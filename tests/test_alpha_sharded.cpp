@@ -216,29 +216,37 @@ TEST(AlphaSharded, SpecParallelSplitsAlphaMemory) {
   expect_close(one.bounds.upper, split.bounds.upper, "upper");
 }
 
-// A rank that owns no unstable neuron of a start holds no α for it, so its share of that start's
-// pass depends on no parameter. Its gather must still take part in the backward, in the order
-// of every other rank's (collective::BackwardOrder): before, that rank's gather had no backward
-// node and skipped a ReduceScatter that the others waited in, and α-CROWN hung (mpirun -np 4 on
-// ACAS Xu 1_1 property 3). Here the second hidden layer's last half is stable (bias +50), so at
-// 2 ranks rank 1, at 4 ranks ranks 2 and 3, own none of its unstable neurons.
-TEST(AlphaSharded, SpecParallelWithARankThatOwnsNoUnstableNeuron) {
-  const collective::CommPtr comm = world();
-  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(5);
+// A 8 -> 16 -> 16 -> 4 ReLU MLP whose listed hidden layers (1, 2) have their last half stable
+// (bias +50).
+std::string half_stable_mlp(at::Generator& gen, bool layer1, bool layer2) {
   const int64_t n = 16;
-  at::Tensor b2 = at::zeros({n});
-  b2.slice(0, n / 2).fill_(50);
+  at::Tensor half_stable = at::zeros({n});
+  half_stable.slice(0, n / 2).fill_(50);
   testing::OnnxBuilder b;
   b.input("x", {1, 8}).output("y");
-  b.initializer("W1", at::randn({n, 8}, gen)).initializer("b1", at::zeros({n}));
-  b.initializer("W2", at::randn({n, n}, gen)).initializer("b2", b2);
+  b.initializer("W1", at::randn({n, 8}, gen))
+      .initializer("b1", layer1 ? half_stable : at::zeros({n}));
+  b.initializer("W2", at::randn({n, n}, gen))
+      .initializer("b2", layer2 ? half_stable : at::zeros({n}));
   b.initializer("W3", at::randn({4, n}, gen)).initializer("b3", at::zeros({4}));
   b.node("fc1", "Gemm", {"x", "W1", "b1"}, {"h1"}, {testing::attr_int("transB", 1)});
   b.node("relu1", "Relu", {"h1"}, {"a1"});
   b.node("fc2", "Gemm", {"a1", "W2", "b2"}, {"h2"}, {testing::attr_int("transB", 1)});
   b.node("relu2", "Relu", {"h2"}, {"a2"});
   b.node("fc3", "Gemm", {"a2", "W3", "b3"}, {"y"}, {testing::attr_int("transB", 1)});
-  const BoundGraph g = io::load_onnx_bytes(b.bytes(), "half_stable.onnx");
+  return b.bytes();
+}
+
+// A rank that owns no unstable neuron of a start holds no α for it, so its share of that start's
+// pass depends on no parameter. Its gather must still take part in the backward, in the order
+// of every other rank's (collective::BackwardOrder): before, that rank's gather had no backward
+// node and skipped a ReduceScatter that the others waited in, and α-CROWN hung (mpirun -np 4 on
+// ACAS Xu 1_1 property 3; this test hung at 2 and 4 ranks). The second hidden layer's last half
+// is stable, so at 2 ranks rank 1, at 4 ranks ranks 2 and 3, own none of its unstable neurons.
+TEST(AlphaSharded, SpecParallelWithARankThatOwnsNoUnstableNeuron) {
+  const collective::CommPtr comm = world();
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(5);
+  const BoundGraph g = io::load_onnx_bytes(half_stable_mlp(gen, false, true), "half_stable.onnx");
   const at::Tensor x = at::empty({1, 8}, at::kFloat).uniform_(0, 1, gen);
   const InputBox box{x - 0.5, x + 0.5};
   const AlphaOptions ao = alpha_options(4);
@@ -247,6 +255,25 @@ TEST(AlphaSharded, SpecParallelWithARankThatOwnsNoUnstableNeuron) {
   EXPECT_EQ(one.iterations_run, split.iterations_run);
   expect_close(one.bounds.lower, split.bounds.lower, "lower");
   expect_close(one.bounds.upper, split.bounds.upper, "upper");
+}
+
+// The same hazard for tensor parallelism: the zone fc1, relu1, fc2 splits the first layer's
+// neurons by rank, and the last ranks' slices are all stable.
+TEST(AlphaSharded, TensorParallelWithARankWhoseSliceIsStable) {
+  const collective::CommPtr comm = world();
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(6);
+  const std::string bytes = half_stable_mlp(gen, true, false);
+  const BoundGraph g = io::load_onnx_bytes(bytes, "half_stable.onnx");
+  BoundGraph tp = io::load_onnx_bytes(bytes, "half_stable.onnx");
+  sharding::partition_tensor_parallel(tp, comm);
+  const at::Tensor x = at::empty({1, 8}, at::kFloat).uniform_(0, 1, gen);
+  const InputBox box{x - 0.5, x + 0.5};
+  const AlphaOptions ao = alpha_options(4);
+  const AlphaResult one = alpha_crown(g, box, {}, ao);
+  const AlphaResult zones = alpha_crown(tp, box, {}, ao);
+  EXPECT_EQ(one.iterations_run, zones.iterations_run);
+  expect_close(one.bounds.lower, zones.bounds.lower, "lower");
+  expect_close(one.bounds.upper, zones.bounds.upper, "upper");
 }
 
 }  // namespace
