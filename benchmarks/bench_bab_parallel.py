@@ -84,7 +84,7 @@ def main():
           f"{args.rounds} rounds per disjunct, batch {args.batch}, --deterministic"
           + (f", verify {' '.join(args.extra)}" if args.extra else ""))
     print(f"{'P':>2} {'G':>2} {'shard':>10} {'result':>8} {'domains':>8} {'bab s':>7} "
-          f"{'dom/s':>8} {'vs 1,1':>7} {'moved':>6} {'RSS MB':>7} {'tensor MB':>9}")
+          f"{'dom/s':>8} {'vs 1,1':>7} {'moved':>6} {'in grp':>6} {'RSS MB':>7} {'tensor MB':>9}")
     base = None
     first = None
     ok = True
@@ -105,20 +105,30 @@ def main():
             ok = False
         ranks, groups, shard, spec = parse_layout(layout)
         shard = shard + "+spec" if spec else shard
+        # Spec-parallel: domains balanced between the ranks of a group (each keeps its own).
+        in_groups = r.get("domains_moved_in_groups", 0)
         peak = max(x["memory"]["peak_bytes"] for x in reps) / 1e6
         tensors = max(x["memory"]["peak_tensor_bytes"] for x in reps) / 1e6
         print(f"{ranks:>2} {groups:>2} {shard:>10} {r['result']:>8} {r['domains_bounded']:>8} "
-              f"{seconds:>7.2f} {rate:>8.1f} {rate / base:>6.2f}x {r['domains_moved']:>6} "
+              f"{seconds:>7.2f} {rate:>8.1f} {rate / base:>6.2f}x {r['domains_moved']:>6} {in_groups:>6} "
               f"{peak:>7.0f} {tensors:>9.1f}")
         rows.append({"model": os.path.basename(args.model), "spec": os.path.basename(args.spec),
                      "batch": args.batch, "rounds": args.rounds, "ranks": ranks,
                      "groups": groups, "shard": shard, "result": r["result"],
                      "domains": r["domains_bounded"], "bab_s": f"{seconds:.3f}",
                      "domains_per_s": f"{rate:.1f}", "vs_1_1": f"{rate / base:.3f}",
-                     "moved": r["domains_moved"], "rss_mb": f"{peak:.1f}",
+                     "moved": r["domains_moved"],
+                     "moved_in_groups": in_groups, "rss_mb": f"{peak:.1f}",
                      "tensor_mb": f"{tensors:.1f}"})
     if args.csv and rows:
         new = not os.path.exists(args.csv) or os.path.getsize(args.csv) == 0
+        if not new:
+            with open(args.csv, newline="") as f:
+                header = next(csv.reader(f), [])
+            if header != list(rows[0]):
+                print(f"error: {args.csv} has other columns ({','.join(header)}); "
+                      "write to a new file", file=sys.stderr)
+                return 1
         with open(args.csv, "a", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(rows[0]))
             if new:

@@ -149,6 +149,8 @@ class ReluBab {
             "tensor-parallel layers need every rank of the group in the same passes");
       }
       share_ = o.world.group;
+      // Each rank keeps the domains it bounded: the round's plan is made over ranks.
+      units_ = BabWorld{o.world.world, o.world.world, o.world.world_size()};
     }
   }
 
@@ -162,9 +164,9 @@ class ReluBab {
     at::Tensor input_A;  // [K, B, *input_shape] or undefined
     bool recorded = false;
   };
-  /// Bounds the batch `ds` (the same on every rank of the group): alone, or under spec-parallel
-  /// each rank its share (bound_here), the results gathered so that every rank ends with every
-  /// domain's value, α, β and scores, and the batch's input A.
+  /// Bounds the batch `ds`: alone, or under spec-parallel this rank's own domains in the same
+  /// passes as its group's other ranks (bound_here on the group's largest count, padded with
+  /// copies), each rank's results its own. Collective over the group under spec-parallel.
   Bounded bound(std::vector<Domain>& ds, int iterations, bool optimise);
   Bounded bound_here(std::vector<Domain>& ds, int iterations, bool optimise);
   /// Writes a bounded batch into its domains: each value (floored at the parent's when
@@ -186,9 +188,11 @@ class ReluBab {
   std::vector<std::pair<size_t, int64_t>> choose(const std::vector<Domain>& parents, int64_t batch);
   Domain child(const Domain& parent, size_t r, int64_t j, bool active, int64_t id);
   /// Checks the box corners that minimise each open domain's linear lower bounds; with
-  /// `pgd_round` (a round number) also runs PGD from them and from fresh random points.
+  /// `pgd_round` (a round number) also runs PGD from them and from fresh random points. With
+  /// `shared`, `ds` are this rank's share of its group's domains: the corners of every rank's
+  /// are gathered in id order (one process's order), and each rank attacks them all in step.
   std::optional<Counterexample> attack_from(const std::vector<Domain>& ds, const Bounded& b,
-                                            std::optional<int64_t> pgd_round);
+                                            std::optional<int64_t> pgd_round, bool shared);
   DomainStoreBytes store_bytes(const std::vector<Domain>& queue) const;
 
   const BoundGraph& g_;
@@ -207,9 +211,11 @@ class ReluBab {
   /// units), after a round planned with `last_batch`; sets mine.memory_full (with the live
   /// bytes and the limit) when not even one domain fits, or, deterministic, the fixed batch.
   void cap_batch(RoundReport& mine, int64_t last_batch, int64_t queued) const;
-  /// Spec-parallel: `t` holds this rank's `per` positions of a batch along `dim`; returns every
-  /// rank's, in rank order, cut to the batch's first `B`.
-  [[nodiscard]] at::Tensor gather_shares(const at::Tensor& t, int64_t dim, int64_t B) const;
+  /// Spec-parallel: the largest `n` over the group's ranks (every rank calls it in step).
+  [[nodiscard]] int64_t group_max(int64_t n) const;
+  /// Spec-parallel: the tally's counts per rank (the round's holders) summed per group, and
+  /// the rank that found a counterexample as its group.
+  void per_group_of_ranks(BabResult& res) const;
   /// Tensor parallelism: ReLU r's neurons as the bounding passes see them (this rank's slice of
   /// the last dim, [..., width]), and as domains keep them (every neuron, [..., global]; the same
   /// on every rank, so the queue, the branching and the exchange between groups are one
@@ -220,6 +226,12 @@ class ReluBab {
   [[nodiscard]] std::vector<at::Tensor> whole(
       const std::vector<std::pair<at::Tensor, size_t>>& items) const;
   collective::CommPtr share_;  // the group's ranks that split each batch; null: none
+  /// Who holds domains in the round exchange: the groups, or under spec-parallel each rank
+  /// (its own queue of the domains it bounded; the plan balances the batch over the ranks).
+  BabWorld units_ = o_.world;
+  /// Spec-parallel: a domain of the model's shapes (the root) that pads a rank's share when it
+  /// has none of its own.
+  std::optional<Domain> spare_;
   std::vector<std::optional<OutputShard>> shards_;  // per ReLU: its input's slice under TP
   std::vector<int> relus_, pre_;
   std::vector<int> other_pre_;  // inputs of relaxed nodes that are not split (MaxPool, Sigmoid)
@@ -313,49 +325,41 @@ std::vector<at::Tensor> ReluBab::whole(
   return out;
 }
 
-at::Tensor ReluBab::gather_shares(const at::Tensor& t, int64_t dim, int64_t B) const {
-  const at::Tensor in = t.detach().movedim(dim, 0).contiguous();  // [per, ...]
-  std::vector<int64_t> shape(in.sizes().begin(), in.sizes().end());
-  shape[0] *= share_->size();
-  at::Tensor all = at::empty(shape, in.options());  // [P·per, ...], rank r's at r·per
-  share_->all_gather(in, all);
-  return all.narrow(0, 0, B).movedim(0, dim);
+int64_t ReluBab::group_max(int64_t n) const {
+  at::Tensor t = at::full({1}, n, at::TensorOptions().dtype(at::kLong).device(g_.device()));
+  share_->all_reduce(t, collective::ReduceOp::kMax);
+  return t.item<int64_t>();
+}
+
+void ReluBab::per_group_of_ranks(BabResult& res) const {
+  const int size = o_.world.group_size();
+  std::vector<int64_t> per_group(size_t(o_.world.groups), 0);
+  for (size_t r = 0; r < res.domains_per_group.size(); ++r) {
+    per_group[r / size_t(size)] += res.domains_per_group[r];
+  }
+  res.domains_per_group = std::move(per_group);
+  if (res.counterexample_group >= 0) res.counterexample_group /= size;
 }
 
 ReluBab::Bounded ReluBab::bound(std::vector<Domain>& ds, int iterations, bool optimise) {
   if (!share_) return bound_here(ds, iterations, optimise);
-  const auto B = int64_t(ds.size());
-  const int64_t per = (B + share_->size() - 1) / share_->size();
-  // This rank's share: positions [rank·per, rank·per + per), past the batch's end repeating its
-  // last domain, so that every rank bounds `per` domains in the same passes (FSDP gathers the
-  // weights inside them) and the shares gather as equal blocks.
-  std::vector<Domain> part;
-  part.reserve(size_t(per));
-  for (int64_t j = 0; j < per; ++j) {
-    part.push_back(ds[size_t(std::min(B - 1, share_->rank() * per + j))]);
-  }
+  // Every rank of the group bounds `per` domains in the same passes (FSDP gathers the weights
+  // inside them; the optimisation leaves early only when the group's are all proved): its own,
+  // then copies of its last (of the spare when it has none), whose results are dropped.
+  const auto n = int64_t(ds.size());
+  const int64_t per = group_max(n);
+  if (per == 0) return {};
+  std::vector<Domain> part(std::make_move_iterator(ds.begin()), std::make_move_iterator(ds.end()));
+  const Domain pad = n > 0 ? part.back() : *spare_;
+  part.resize(size_t(per), pad);
   const int64_t counted = bounded_;
-  const Bounded mine = bound_here(part, iterations, optimise);
-  bounded_ = counted + B;
-  Bounded out;
-  out.recorded = mine.recorded;
-  out.lower = gather_shares(mine.lower, 0, B);  // [B, K]
-  out.values = domain_values(obj_, out.lower);
-  if (mine.input_A.defined()) out.input_A = gather_shares(mine.input_A, 1, B);
-  std::vector<at::Tensor> alpha, beta;
-  for (size_t r = 0; r < relus_.size(); ++r) {
-    alpha.push_back(gather_shares(cat_dim(part, &Domain::alpha, r, 1), 1, B));
-    beta.push_back(gather_shares(cat_dim(part, &Domain::beta, r, 1), 1, B));
-  }
-  at::Tensor scores;
-  if (part.front().score.defined()) {
-    std::vector<at::Tensor> rows;
-    rows.reserve(part.size());
-    for (const Domain& d : part) rows.push_back(d.score);
-    scores = gather_shares(at::stack(rows), 0, B);  // [B, 2, N_all]
-  }
-  store(ds, out.values, alpha, beta, scores, optimise);
-  return out;
+  Bounded b = bound_here(part, iterations, optimise);
+  bounded_ = counted + n;
+  for (int64_t i = 0; i < n; ++i) ds[size_t(i)] = std::move(part[size_t(i)]);
+  b.values = b.values.narrow(0, 0, n);
+  b.lower = b.lower.narrow(0, 0, n);
+  if (b.input_A.defined()) b.input_A = b.input_A.narrow(1, 0, n);
+  return b;
 }
 
 void ReluBab::store(std::vector<Domain>& ds, const at::Tensor& values,
@@ -671,12 +675,14 @@ Domain ReluBab::child(const Domain& parent, size_t r, int64_t j, bool active, in
   return c;
 }
 
-// (ReLU, flat neuron) per parent.
+// (ReLU, flat neuron) per parent. Under spec-parallel, collective over the group (FSB's trial
+// passes), also on a rank without parents.
 std::vector<std::pair<size_t, int64_t>> ReluBab::choose(const std::vector<Domain>& parents,
                                                         int64_t batch) {
+  const Domain& shapes = parents.empty() ? *spare_ : parents.front();
   std::vector<int64_t> offsets{0};
   for (size_t r = 0; r < relus_.size(); ++r) {
-    offsets.push_back(offsets.back() + parents.front().lower[r].numel());
+    offsets.push_back(offsets.back() + shapes.lower[r].numel());
   }
   const auto locate = [&](int64_t flat) {
     size_t r = 0;
@@ -706,18 +712,22 @@ std::vector<std::pair<size_t, int64_t>> ReluBab::choose(const std::vector<Domain
       owner.emplace_back(p, flat);
     }
   }
-  if (trial.empty()) return picks;
-  // In pieces no larger than the children of this group's share of a round, so that FSB's trial
-  // (2·k children per parent) never holds more at once than the round's own bounding does.
+  // In pieces no larger than the children of this holder's share of a round, so that FSB's trial
+  // (2·k children per parent) never holds more at once than the round's own bounding does; under
+  // spec-parallel as many pieces on every rank of the group (bound() pads the short ones).
+  const int64_t holders = units_.groups;
+  const auto piece = size_t(2 * ((batch + holders - 1) / holders));
+  auto n_pieces = int64_t((trial.size() + piece - 1) / piece);
+  if (share_) n_pieces = group_max(n_pieces);
   std::vector<at::Tensor> pieces;
-  const int64_t groups = o_.world.groups;
-  const auto piece = size_t(2 * ((batch + groups - 1) / groups));
-  for (size_t s = 0; s < trial.size(); s += piece) {
+  for (int64_t k = 0; k < n_pieces; ++k) {
+    const size_t s = std::min(trial.size(), size_t(k) * piece);
     std::vector<Domain> part(
         std::make_move_iterator(trial.begin() + long(s)),
         std::make_move_iterator(trial.begin() + long(std::min(trial.size(), s + piece))));
     pieces.push_back(bound(part, 0, false).values);
   }
+  if (trial.empty()) return picks;
   const auto v = at::cat(pieces).to(at::kDouble).contiguous();
   std::vector<double> best(parents.size(), -std::numeric_limits<double>::infinity());
   for (size_t t = 0; t < owner.size(); ++t) {
@@ -736,21 +746,47 @@ std::vector<std::pair<size_t, int64_t>> ReluBab::choose(const std::vector<Domain
 }
 
 std::optional<Counterexample> ReluBab::attack_from(const std::vector<Domain>& ds, const Bounded& b,
-                                                   std::optional<int64_t> pgd_round) {
-  if (!b.input_A.defined()) return std::nullopt;
-  // The box corner minimising each domain's lower linear bound of its most violated row.
+                                                   std::optional<int64_t> pgd_round, bool shared) {
+  if (!b.input_A.defined()) return std::nullopt;  // the same on every rank of a group
+  // The box corner minimising each domain's lower linear bound of each row, keyed by (id, row).
   const auto B = int64_t(ds.size());
   const at::Tensor A = b.input_A.slice(0, 0, K_);  // [K, B, *in]
   const at::Tensor centre = (box_.upper + box_.lower) / 2;
   const at::Tensor radius = (box_.upper - box_.lower) / 2;
   std::vector<at::Tensor> points;
+  std::vector<int64_t> keys;
   for (int64_t i = 0; i < B; ++i) {
     if (ds[size_t(i)].value > 0) continue;
-    for (int64_t k = 0; k < K_; ++k)
+    for (int64_t k = 0; k < K_; ++k) {
       points.push_back(centre - A[k][i].unsqueeze(0).sign() * radius);
+      keys.push_back(ds[size_t(i)].id * K_ + k);
+    }
   }
-  if (points.empty()) return std::nullopt;
-  const at::Tensor x = at::cat(points, 0);
+  at::Tensor x = points.empty() ? at::Tensor() : at::cat(points, 0);  // [n, *in]
+  if (shared && share_) {
+    // Every rank's corners, padded to the group's largest count (key -1), in key order: the
+    // children's ids grow with their parents' plan positions, so this is one process's order.
+    const int64_t most = group_max(int64_t(keys.size()));
+    if (most == 0) return std::nullopt;
+    std::vector<int64_t> in_shape(box_.lower.sizes().begin(), box_.lower.sizes().end());
+    in_shape[0] = most;
+    at::Tensor mine = at::zeros(in_shape, box_.lower.options());
+    at::Tensor mine_keys = at::full({most}, int64_t(-1), at::TensorOptions().dtype(at::kLong));
+    if (x.defined()) {
+      mine.narrow(0, 0, x.size(0)).copy_(x);
+      mine_keys.narrow(0, 0, int64_t(keys.size())).copy_(at::tensor(keys, at::kLong));
+    }
+    mine_keys = mine_keys.to(box_.lower.device());
+    in_shape[0] = most * share_->size();
+    at::Tensor all = at::empty(in_shape, mine.options());
+    at::Tensor all_keys = at::empty({in_shape[0]}, mine_keys.options());
+    share_->all_gather(mine, all);
+    share_->all_gather(mine_keys, all_keys);
+    const at::Tensor real = all_keys.ge(0).nonzero().squeeze(1);
+    const at::Tensor order = real.index_select(0, all_keys.index_select(0, real).argsort());
+    x = all.index_select(0, order);
+  }
+  if (!x.defined()) return std::nullopt;
   if (auto cex = check_candidates(g_, case_, x)) return cex;
   if (!pgd_round) return std::nullopt;
   // The group's deadline: groups run their rounds' passes apart.
@@ -797,7 +833,7 @@ void ReluBab::cap_batch(RoundReport& mine, int64_t last_batch, int64_t queued) c
   const int64_t live = memory::usage(g_.device()).live_bytes;
   mine.live_bytes = live;
   mine.limit_bytes = limit;
-  const auto groups = double(o_.world.groups);
+  const auto groups = double(units_.groups);  // holders of domains: groups, or ranks
   const double room = double(limit) - double(live);
   if (o_.deterministic) {
     // The batch stays fixed: its predicted peak (this group's share of it, or what the group
@@ -823,7 +859,7 @@ void ReluBab::cap_batch(RoundReport& mine, int64_t last_batch, int64_t queued) c
 
 BabResult ReluBab::search(ReluBabStats* stats, const RootStart* start) {
   BabResult& res = res_;
-  const BabWorld& w = o_.world;
+  const BabWorld& w = units_;
   const int me = w.group_index();
   const auto done = [&](BabStatus status) {
     res.status = status;
@@ -841,9 +877,10 @@ BabResult ReluBab::search(ReluBabStats* stats, const RootStart* start) {
   std::vector<Domain> queue;  // a heap by worse_first
   try {
     std::vector<Domain> first{root(start)};
+    if (share_) spare_ = first.front();
     const Bounded b = bound(first, o_.iterations, true);
-    if (me != 0) bounded_ = 0;  // the root counts once, as group 0's
-    mine.counterexample = attack_from(first, b, std::nullopt);
+    if (me != 0) bounded_ = 0;  // the root counts once, as group 0's (rank 0's)
+    mine.counterexample = attack_from(first, b, std::nullopt, false);
     if (!mine.counterexample && first.front().value <= 0) {
       if (relus_.empty()) {
         mine.no_splittable = true;
@@ -876,6 +913,7 @@ BabResult ReluBab::search(ReluBabStats* stats, const RootStart* start) {
     detail::report_candidates(mine, candidates, queue.size(), bounded_);
     const std::vector<RoundReport> groups = detail::exchange_reports(w, mine);
     const detail::RoundTally tally = detail::tally_round(groups, res);
+    if (share_) per_group_of_ranks(res);
     if (tally.falsified) return done(BabStatus::kFalsified);
     if (tally.timed_out) return done(BabStatus::kTimeout);
     // The smallest cap of every rank (exchange_reports gave every group the world's): the same
@@ -914,10 +952,19 @@ BabResult ReluBab::search(ReluBabStats* stats, const RootStart* start) {
     res.min_batch = res.min_batch == 0 ? batch : std::min(res.min_batch, batch);
     res.memory_limited = res.memory_limited || batch < o_.batch;
     last_batch = batch;
+    int64_t moved = 0;
     std::vector<std::pair<int64_t, Domain>> planned = detail::take_planned(
         w, plan, candidates, queue,
-        [&](std::string_view bytes) { return detail::decode_domain(bytes, g_.device()); },
-        res.domains_moved);
+        [&](std::string_view bytes) { return detail::decode_domain(bytes, g_.device()); }, moved);
+    if (share_) {  // the plan's holders and bounders are ranks: count moves across groups apart
+      const int size = o_.world.group_size();
+      for (const Planned& p : plan) {
+        if (p.holder == p.bounder) continue;
+        ++(p.holder / size == p.bounder / size ? res.domains_moved_in_groups : res.domains_moved);
+      }
+    } else {
+      res.domains_moved += moved;
+    }
     // The round's cost in tensor bytes, from its start (the parents taken) to its peak (with the
     // children queued), on the accountant's step peak (its run peak stays the whole run's).
     const bool measure = o_.memory_limit_bytes > 0 && !planned.empty();
@@ -927,7 +974,7 @@ BabResult ReluBab::search(ReluBabStats* stats, const RootStart* start) {
       std::vector<Domain> parents;
       parents.reserve(planned.size());
       for (auto& [p, d] : planned) parents.push_back(std::move(d));
-      if (!parents.empty()) {
+      if (!parents.empty() || share_) {  // spec-parallel: the group's passes stay in step
         const auto picks = choose(parents, batch);
         std::vector<Domain> children;
         for (size_t i = 0; i < parents.size(); ++i) {
@@ -940,7 +987,7 @@ BabResult ReluBab::search(ReluBabStats* stats, const RootStart* start) {
         const Bounded b = bound(children, o_.iterations, true);
         const bool pgd = o_.attack_every > 0 && res.rounds % o_.attack_every == 0;
         mine.counterexample =
-            attack_from(children, b, pgd ? std::optional<int64_t>(res.rounds) : std::nullopt);
+            attack_from(children, b, pgd ? std::optional<int64_t>(res.rounds) : std::nullopt, true);
         for (Domain& c : children) {
           if (c.value > 0) continue;  // proved
           queue.push_back(std::move(c));

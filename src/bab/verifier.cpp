@@ -168,6 +168,7 @@ VerifyResult decide(const BoundGraph& g, const io::VnnlibProperty& property,
       r.bab_seconds += deadline.elapsed() - bab_start;
       r.domains_bounded += b.domains_bounded;
       r.domains_moved += b.domains_moved;
+      r.domains_moved_in_groups += b.domains_moved_in_groups;
       if (b.min_batch > 0) {
         r.bab_min_batch =
             r.bab_min_batch == 0 ? b.min_batch : std::min(r.bab_min_batch, b.min_batch);

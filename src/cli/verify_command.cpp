@@ -185,6 +185,7 @@ nlohmann::json run_facts(const RunOptions& a, collective::Communicator& world,
                                ? std::vector<int64_t>(size_t(a.domain_groups), 0)
                                : r.domains_per_group;
   j["domains_moved"] = r.domains_moved;
+  j["domains_moved_in_groups"] = r.domains_moved_in_groups;
   j["counterexample_group"] =
       r.counterexample_group ? nlohmann::json(*r.counterexample_group) : nlohmann::json();
   j["bab_time_s"] = r.bab_seconds;

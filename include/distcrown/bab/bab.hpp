@@ -103,9 +103,10 @@ struct BabOptions {
   int64_t memory_limit_bytes = 0;
   int attack_every = 5;  // rounds between attacks from the worst domains (0 = never)
   /// Spec-parallel ReLU splitting: the ranks of a domain group (world.group) split every batch
-  /// of domains between them, each bounding a contiguous share, and gather the results, so that
-  /// every rank of the group still holds the same queue. A pass's A matrices, α, β and autograd
-  /// state per rank are then a share of the batch's. Not with BabIntermediate::kRefresh.
+  /// of domains between them and bound their shares in the same passes. Each rank keeps the
+  /// domains it bounded (its own queue; a round's plan balances the batch over the ranks as over
+  /// groups), so the queue, the passes' A matrices, α, β and autograd state per rank are a share
+  /// of the group's. Not with BabIntermediate::kRefresh.
   bool spec_parallel = false;
   AttackOptions attack;
   bool progress = false;  // stderr, at most once a second
@@ -125,6 +126,9 @@ struct BabResult {
   int64_t domains_bounded = 0;  // over every group
   std::vector<int64_t> domains_per_group;
   int64_t domains_moved = 0;  // domains sent from one group to another
+  /// Spec-parallel: domains sent from one rank of a group to another (each rank keeps the
+  /// domains it bounded; a round's batch is balanced over the group's ranks).
+  int64_t domains_moved_in_groups = 0;
   int64_t max_queue = 0;
   double worst_value = 0;  // lowest domain value left (when not proved)
   std::string reason;      // why unknown

@@ -58,6 +58,7 @@ struct VerifyResult {
   int64_t domains_bounded = 0;  // over every rank (distinct domains)
   std::vector<int64_t> domains_per_group;
   int64_t domains_moved = 0;
+  int64_t domains_moved_in_groups = 0;  // spec-parallel: between the ranks of a group
   /// The domain group whose branch-and-bound round found the counterexample; none when it was
   /// found by the attack or at a branch and bound's root (every group bounds the root).
   std::optional<int> counterexample_group;
