@@ -168,7 +168,10 @@ class ReluBab {
   /// passes as its group's other ranks (bound_here on the group's largest count, padded with
   /// copies), each rank's results its own. Collective over the group under spec-parallel.
   Bounded bound(std::vector<Domain>& ds, int iterations, bool optimise);
-  Bounded bound_here(std::vector<Domain>& ds, int iterations, bool optimise);
+  /// `real`: the first positions that are domains of the search; the rest pad a spec-parallel
+  /// share and do not keep the optimisation going.
+  Bounded bound_here(std::vector<Domain>& ds, int iterations, bool optimise,
+                     std::optional<int64_t> real = std::nullopt);
   /// Writes a bounded batch into its domains: each value (floored at the parent's when
   /// `optimise`; FSB's trial values stay unfloored, they rank candidate splits against each
   /// other), α and β ([K, B, *shape] per ReLU) and scores ([B, 2, N_all], or undefined).
@@ -353,7 +356,7 @@ ReluBab::Bounded ReluBab::bound(std::vector<Domain>& ds, int iterations, bool op
   const Domain pad = n > 0 ? part.back() : *spare_;
   part.resize(size_t(per), pad);
   const int64_t counted = bounded_;
-  Bounded b = bound_here(part, iterations, optimise);
+  Bounded b = bound_here(part, iterations, optimise, n);
   bounded_ = counted + n;
   for (int64_t i = 0; i < n; ++i) ds[size_t(i)] = std::move(part[size_t(i)]);
   b.values = b.values.narrow(0, 0, n);
@@ -378,7 +381,8 @@ void ReluBab::store(std::vector<Domain>& ds, const at::Tensor& values,
   }
 }
 
-ReluBab::Bounded ReluBab::bound_here(std::vector<Domain>& ds, int iterations, bool optimise) {
+ReluBab::Bounded ReluBab::bound_here(std::vector<Domain>& ds, int iterations, bool optimise,
+                                     std::optional<int64_t> real) {
   const auto B = int64_t(ds.size());
   const size_t R = relus_.size();
   std::vector<Interval> pre_bounds(R);
@@ -509,7 +513,8 @@ ReluBab::Bounded ReluBab::bound_here(std::vector<Domain>& ds, int iterations, bo
       break;
     }
     if (deadline_.expired()) break;
-    const at::Tensor open = domain_values(obj_, best.index_select(0, keep)) <= 0;  // [B']
+    at::Tensor open = domain_values(obj_, best.index_select(0, keep)) <= 0;  // [B']
+    if (real) open = open & (keep < *real);  // padding leaves with the proved
     const int64_t n_open = open.sum().item<int64_t>();
     int64_t open_in_group = n_open;
     if (share_) {  // the shares leave the optimisation together (their passes stay in step)

@@ -271,7 +271,9 @@ void add_options(CLI::App& cmd, RunOptions& run) {
   for (const OptionSpec& s : table()) {
     const std::string help = std::string(s.help) +
                              (s.applies == Applies::kBoth ? "" : " [" + only_text(s.applies) + "]");
-    s.bind(cmd, run, "--" + std::string(s.name), help);
+    // `--json` is the name issue 14 gives the report; both names set the same option.
+    const std::string alias = s.name == "report" ? ",--json" : "";
+    s.bind(cmd, run, "--" + std::string(s.name) + alias, help);
   }
   // Read before parsing (expand_config); registered so that it is accepted and documented.
   cmd.add_option("--config", run.config,

@@ -38,8 +38,9 @@ class Progress;
 
 /// The ranks one branch and bound runs on (docs/architecture.md, "Branch and bound across
 /// ranks"). The world's ranks form `groups` groups of world_size / groups consecutive ranks; the
-/// ranks of a group hold the same queue and bound the same domains together, the model sharded
-/// over `group` (FSDP) or replicated; the groups share one global queue: every round the
+/// ranks of a group hold the same queue and bound the same domains together (under
+/// BabOptions::spec_parallel each its own share of both), the model sharded over `group`
+/// (FSDP) or replicated; the groups share one global queue: every round the
 /// `batch` worst domains over all groups are bounded, each group taking its share. Null
 /// communicators: one process.
 struct BabWorld {
