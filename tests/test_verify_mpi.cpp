@@ -91,11 +91,9 @@ class VerifyMpi : public ::testing::Test {
     for (const Layout& layout : layouts) {
       SCOPED_TRACE(layout.name());
       const json j = verify(layout, args);
-      EXPECT_EQ(j["result"], one["result"]);
+      expect_same_search(j, one);
       EXPECT_EQ(j["world_size"], layout.ranks);
       EXPECT_EQ(j["groups"], layout.groups);
-      EXPECT_EQ(j["domains_bounded"], one["domains_bounded"]);
-      expect_same_worst_bound(j, one);
       const auto per_group = j["domains_per_group"].get<std::vector<int64_t>>();
       ASSERT_EQ(per_group.size(), size_t(layout.groups));
       int64_t sum = 0;
@@ -127,8 +125,11 @@ class VerifyMpi : public ::testing::Test {
     }
   }
 
-  // 1e-5 relative: a bound's last bits depend on the batch it was bounded in.
-  static void expect_same_worst_bound(const json& j, const json& one) {
+  // The same search as `one`: verdict, domains bounded and worst bound (1e-5 relative: a bound's
+  // last bits depend on the batch it was bounded in).
+  static void expect_same_search(const json& j, const json& one) {
+    EXPECT_EQ(j["result"], one["result"]);
+    EXPECT_EQ(j["domains_bounded"], one["domains_bounded"]);
     ASSERT_FALSE(j["worst_bound"].is_null()) << j.dump();
     const double worst = one["worst_bound"].get<double>();
     EXPECT_NEAR(j["worst_bound"].get<double>(), worst, 1e-5 * std::max(1.0, std::abs(worst)));
@@ -151,9 +152,7 @@ TEST_F(VerifyMpi, DeterministicRunsAgreeAtEveryLayout) {
       hard() + " --deterministic --max-rounds 3 --bab-batch-size 8 --bab-intermediate refresh";
   const json one = verify({1, 1, "none"}, refresh);
   const json tp = verify({2, 1, "tp-exact"}, refresh);
-  EXPECT_EQ(tp["result"], one["result"]);
-  EXPECT_EQ(tp["domains_bounded"], one["domains_bounded"]);
-  expect_same_worst_bound(tp, one);
+  expect_same_search(tp, one);
 }
 
 TEST_F(VerifyMpi, SpecParallelAgreesWithoutDeterministic) {
@@ -255,9 +254,7 @@ TEST_F(VerifyMpi, GroupsThatGetNoDomainStillFinishTheRound) {
        {Layout{4, 4, "none"}, Layout{2, 1, "fsdp", true}, Layout{4, 2, "fsdp", true}}) {
     SCOPED_TRACE(layout.name());
     const json j = verify(layout, args);
-    EXPECT_EQ(j["result"], one["result"]);
-    EXPECT_EQ(j["domains_bounded"], one["domains_bounded"]);
-    expect_same_worst_bound(j, one);
+    expect_same_search(j, one);
   }
 }
 
@@ -269,9 +266,7 @@ TEST_F(VerifyMpi, SpecParallelRanksKeepTheirOwnDomains) {
   const std::string args = hard() + " --deterministic --max-rounds 6 --bab-batch-size 3";
   const json one = verify({1, 1, "none"}, args);
   const json two = verify({2, 1, "fsdp", true}, args);
-  EXPECT_EQ(two["result"], one["result"]);
-  EXPECT_EQ(two["domains_bounded"], one["domains_bounded"]);
-  expect_same_worst_bound(two, one);
+  expect_same_search(two, one);
   EXPECT_EQ(two["domains_moved"], 0);
   EXPECT_GT(two["domains_moved_in_groups"].get<int64_t>(), 0) << two.dump();
   EXPECT_EQ(one["domains_moved_in_groups"], 0);

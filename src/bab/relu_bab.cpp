@@ -149,8 +149,9 @@ class ReluBab {
             "tensor-parallel layers need every rank of the group in the same passes");
       }
       share_ = o.world.group;
-      // Each rank keeps the domains it bounded: the round's plan is made over ranks.
-      units_ = BabWorld{o.world.world, o.world.world, o.world.world_size()};
+      // Each rank keeps the domains it bounded: the round's plan is made over ranks (one-rank
+      // units, which need no communicator of their own).
+      units_ = BabWorld{o.world.world, nullptr, o.world.world_size()};
     }
   }
 
@@ -957,19 +958,19 @@ BabResult ReluBab::search(ReluBabStats* stats, const RootStart* start) {
     res.min_batch = res.min_batch == 0 ? batch : std::min(res.min_batch, batch);
     res.memory_limited = res.memory_limited || batch < o_.batch;
     last_batch = batch;
-    int64_t moved = 0;
+    int64_t moved = 0;  // every transfer between the plan's holders
     std::vector<std::pair<int64_t, Domain>> planned = detail::take_planned(
         w, plan, candidates, queue,
         [&](std::string_view bytes) { return detail::decode_domain(bytes, g_.device()); }, moved);
-    if (share_) {  // the plan's holders and bounders are ranks: count moves across groups apart
+    if (share_) {  // the holders are ranks: the transfers inside a group are counted apart
       const int size = o_.world.group_size();
-      for (const Planned& p : plan) {
-        if (p.holder == p.bounder) continue;
-        ++(p.holder / size == p.bounder / size ? res.domains_moved_in_groups : res.domains_moved);
-      }
-    } else {
-      res.domains_moved += moved;
+      const auto inside = std::count_if(plan.begin(), plan.end(), [&](const Planned& p) {
+        return p.holder != p.bounder && p.holder / size == p.bounder / size;
+      });
+      res.domains_moved_in_groups += inside;
+      moved -= inside;
     }
+    res.domains_moved += moved;
     // The round's cost in tensor bytes, from its start (the parents taken) to its peak (with the
     // children queued), on the accountant's step peak (its run peak stays the whole run's).
     const bool measure = o_.memory_limit_bytes > 0 && !planned.empty();
