@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""alpha-CROWN (`distcrown bounds --method alpha-crown`, 20 iterations, lr 0.5) against the
+"""alpha-CROWN (`distcrown bounds --method alpha-crown`, 20 iterations, lr 0.5, the reference's
+intermediate scheme: `--intermediate every` where it had sparse intermediate bounds off) against the
 auto_LiRPA references in ../shared/fixtures/refs: per case, how many bounds are looser than the
 reference's alpha_crown by more than 1e-3·|ref|, the worst relative and absolute looseness, whether
 any bound is looser than the reference's CROWN, and soundness against the sampled outputs.
 
   python3 scripts/alpha_vs_refs.py [--all]     # --all adds the cifar10 ResNet cases
   python3 scripts/alpha_vs_refs.py --ops NAME  # only the case refs/ops/NAME.json (beyond ReLU)
+  python3 scripts/alpha_vs_refs.py ... -- ARGS  # ARGS go to every `distcrown bounds`
 """
 import glob
 import json
@@ -20,6 +22,7 @@ BIN = os.path.join(ROOT, "build", "bin", "distcrown")
 
 
 def main():
+    extra = sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else []
     if not os.path.isdir(F):
         print(f"fixtures not found at {F}", file=sys.stderr)
         return 2
@@ -34,10 +37,14 @@ def main():
         if "resnet" in rf and "--all" not in sys.argv:
             continue
         r = json.load(open(rf))
+        # The reference's own intermediate scheme: auto_LiRPA's sparse default (ours: auto), or
+        # every neuron where the case turned it off (the ViT refs).
+        opts = r.get("bound_opts", {}).get("effective_bound_opts_alpha_crown", {})
+        scheme = [] if opts.get("sparse_intermediate_bounds", True) else ["--intermediate", "every"]
         with tempfile.NamedTemporaryFile(suffix=".json") as out:
             p = subprocess.run([BIN, "bounds", "--model", os.path.join(F, r["model"]), "--vnnlib",
                                 os.path.join(F, r["spec"]), "--method", "alpha-crown", "--result",
-                                out.name], capture_output=True, text=True)
+                                out.name] + scheme + extra, capture_output=True, text=True)
             if p.returncode:
                 print(p.stderr, file=sys.stderr)
                 return 1

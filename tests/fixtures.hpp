@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "distcrown/bounds/interval.hpp"
+#include "distcrown/methods/options.hpp"
 
 namespace distcrown::testing {
 
@@ -100,6 +101,16 @@ inline Interval reference_box(const nlohmann::json& ref, at::ScalarType dtype = 
         .reshape(shape);
   };
   return {side("input_lower"), side("input_upper")};
+}
+
+/// The intermediate scheme a reference's `method` ("crown" or "alpha_crown") was computed with:
+/// auto_LiRPA's default sparse intermediate bounds, or every neuron where the case turned them
+/// off (the ViT refs: `sparse_intermediate_bounds: false`, fixtures README).
+inline IntermediateScheme reference_scheme(const nlohmann::json& ref, const std::string& method) {
+  const auto& opts = ref["bound_opts"]["effective_bound_opts_" + method];
+  const bool sparse = !opts.contains("sparse_intermediate_bounds") ||
+                      opts["sparse_intermediate_bounds"].get<bool>();
+  return sparse ? IntermediateScheme::kAutoLirpa : IntermediateScheme::kEvery;
 }
 
 }  // namespace distcrown::testing

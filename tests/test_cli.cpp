@@ -390,6 +390,9 @@ TEST_F(Cli, BoundsTakesTimeoutThreadsAndAutoIntermediate) {
   expect_bounds_json(j, "crown", kDigitsOutputs);
   EXPECT_EQ(doubles(j["lower"]),
             doubles(bounds_json("--method crown --intermediate auto_lirpa")["lower"]));
+  // `every`: CROWN rows for every neuron, α everywhere; a table like the others.
+  expect_bounds_json(bounds_json("--method alpha-crown --iterations 3 --intermediate every"),
+                     "alpha-crown", kDigitsOutputs);
 }
 
 TEST_F(Cli, BoundsPastItsTimeoutFails) {

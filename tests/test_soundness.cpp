@@ -1,12 +1,13 @@
 // Per-operator soundness by sampling. Small random graphs of each operator family (fixed seeds)
 // are bounded over random input boxes (random centre and radii, some coordinates of zero width);
 // every output at 2000 uniform samples of the box, 256 random vertices, and the all-lower,
-// all-upper and centre points must lie within the IBP bounds and within the CROWN bounds of both
-// intermediate schemes, with a tolerance of 1e-5·max(1, |y|) in float32 and 1e-9·max(1, |y|) in
-// float64. Also: the kTight scheme is never looser than IBP (the default scheme is not always
-// tighter than IBP, so that is not asserted), and chunked CROWN (crown_batch_size 3) agrees with
-// unchunked CROWN to a few units in the last place (the engine keeps float32 passes bitwise
-// equal, see docs/architecture.md "Row independence"; float64 kernels may differ by an ulp).
+// all-upper and centre points must lie within the IBP bounds and within the CROWN bounds of every
+// intermediate scheme (auto_lirpa, tight, every), with a tolerance of 1e-5·max(1, |y|) in float32
+// and 1e-9·max(1, |y|) in float64. Also: the kTight scheme is never looser than IBP (the default
+// scheme is not always tighter than IBP, so that is not asserted), and chunked CROWN
+// (crown_batch_size 3) agrees with unchunked CROWN to a few units in the last place (the engine
+// keeps float32 passes bitwise equal, see docs/architecture.md "Row independence"; float64 kernels
+// may differ by an ulp).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -38,6 +39,7 @@
 #include "distcrown/ops/mul_div.hpp"
 #include "distcrown/ops/relu.hpp"
 #include "distcrown/ops/reshape.hpp"
+#include "distcrown/util/enum_names.hpp"
 
 namespace distcrown {
 namespace {
@@ -145,9 +147,11 @@ void check_box(const BoundGraph& g, const InputBox& box, const at::Tensor& C, do
   const Interval ibp = compute_bounds(g, box, Method::kIbp, {}, C);
   expect_well_formed(ibp, batch, spec, what + " ibp");
   all.emplace_back("ibp", ibp);
-  for (const auto scheme : {IntermediateScheme::kAutoLirpa, IntermediateScheme::kTight}) {
+  for (const auto scheme :
+       {IntermediateScheme::kAutoLirpa, IntermediateScheme::kTight, IntermediateScheme::kEvery}) {
     const bool tight = scheme == IntermediateScheme::kTight;
-    const std::string name = what + (tight ? " crown(tight)" : " crown(auto_lirpa)");
+    const std::string label = "crown(" + std::string(enum_name(scheme)) + ")";
+    const std::string name = what + " " + label;
     BoundOptions o;
     o.scheme = scheme;
     o.crown_batch_size = 0;
@@ -158,7 +162,7 @@ void check_box(const BoundGraph& g, const InputBox& box, const at::Tensor& C, do
     expect_same_bounds(chunked.lower, whole.lower, name + ": chunked lower");
     expect_same_bounds(chunked.upper, whole.upper, name + ": chunked upper");
     if (tight) expect_not_looser(whole, ibp, tol, name);
-    all.emplace_back(tight ? "crown(tight)" : "crown(auto_lirpa)", whole);
+    all.emplace_back(label, whole);
   }
   for (int64_t b = 0; b < batch; ++b) {
     const at::Tensor y = outputs(g, sample_box(rng, box.lower[b], box.upper[b]), C);

@@ -155,8 +155,7 @@ int run_bounds(const RunOptions& a) {
       a.device == Device::kCuda ? at::Device(at::kCUDA) : at::Device(at::kCPU);
   BoundOptions options = a.bound;
   // auto is auto_LiRPA's scheme for bounds (verify picks tight for input splitting).
-  options.scheme = a.intermediate == Intermediate::kTight ? IntermediateScheme::kTight
-                                                          : IntermediateScheme::kAutoLirpa;
+  options.scheme = scheme_of(a.intermediate, IntermediateScheme::kAutoLirpa);
   const Method method = a.method;
   const sharding::ShardPlan plan = a.shard;
   // Tensor parallelism (sharding/partitioner.hpp): `tp` keeps IBP bounds inside sharded zones.

@@ -135,7 +135,9 @@ const std::vector<OptionSpec>& table() {
            [](RunOptions & r) -> auto& { return r.alpha.lr; }, finite_number(true))},
       {"intermediate", Applies::kBoth,
        "intermediate bounds: auto (tight when verify splits the inputs, else auto_lirpa), "
-       "auto_lirpa (matches auto_LiRPA) or tight (CROWN for every neuron, intersected with IBP)",
+       "auto_lirpa (matches auto_LiRPA), tight (CROWN for every neuron, intersected with IBP) or "
+       "every (CROWN for every neuron, not intersected: auto_LiRPA without sparse intermediate "
+       "bounds)",
        field([](RunOptions & r) -> auto& { return r.intermediate; })},
       {"crown-batch-size", Applies::kBoth,
        "bound at most N intermediate neurons per backward pass (0 = as many as keep a pass's A "

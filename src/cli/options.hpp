@@ -31,11 +31,25 @@ constexpr auto enum_table(Command) {
 
 /// --intermediate: the library's schemes, plus auto (verify: tight when splitting the inputs,
 /// else auto_lirpa; bounds: auto_lirpa).
-enum class Intermediate { kAuto, kAutoLirpa, kTight };
+enum class Intermediate { kAuto, kAutoLirpa, kTight, kEvery };
 constexpr auto enum_table(Intermediate) {
   using P = std::pair<Intermediate, std::string_view>;
   return std::array{P{Intermediate::kAuto, "auto"}, P{Intermediate::kAutoLirpa, "auto_lirpa"},
-                    P{Intermediate::kTight, "tight"}};
+                    P{Intermediate::kTight, "tight"}, P{Intermediate::kEvery, "every"}};
+}
+/// The library's scheme for --intermediate; `auto` gives `auto_default`.
+inline IntermediateScheme scheme_of(Intermediate i, IntermediateScheme auto_default) {
+  switch (i) {
+    case Intermediate::kAutoLirpa:
+      return IntermediateScheme::kAutoLirpa;
+    case Intermediate::kTight:
+      return IntermediateScheme::kTight;
+    case Intermediate::kEvery:
+      return IntermediateScheme::kEvery;
+    case Intermediate::kAuto:
+      break;
+  }
+  return auto_default;
 }
 
 enum class Dtype { kFloat32, kFloat64 };

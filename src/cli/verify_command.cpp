@@ -365,10 +365,10 @@ int run_verify(const RunOptions& a) {
   }
   // Input splitting bounds many small boxes of a small network: CROWN on every neuron
   // (intersected with IBP) costs little there and tightens every box.
-  const bool tight = a.intermediate == Intermediate::kTight ||
-                     (a.intermediate == Intermediate::kAuto && o.split != bab::SplitMode::kRelu &&
-                      in.problem.graph.input_numel() <= o.input_split_max_inputs);
-  o.bound.scheme = tight ? IntermediateScheme::kTight : IntermediateScheme::kAutoLirpa;
+  const bool inputs_split = o.split != bab::SplitMode::kRelu &&
+                            in.problem.graph.input_numel() <= o.input_split_max_inputs;
+  o.bound.scheme = scheme_of(
+      a.intermediate, inputs_split ? IntermediateScheme::kTight : IntermediateScheme::kAutoLirpa);
   // Always: float64 ONNX models load with float64 parameters, and --dtype decides.
   in.problem.graph.to_dtype(a.dtype == Dtype::kFloat64 ? at::kDouble : at::kFloat);
   // FSDP shards the weights over the ranks of each domain group (sharding/sharded_param.hpp).

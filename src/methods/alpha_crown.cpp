@@ -58,7 +58,7 @@ int64_t AlphaSlopes::positions_per_row(int start) const {
 }
 
 at::Tensor AlphaSlopes::sparse_positions(int start) const {
-  if (!sparse_ || sparse_->scheme == IntermediateScheme::kTight || start == g_.output() ||
+  if (!sparse_ || sparse_->scheme != IntermediateScheme::kAutoLirpa || start == g_.output() ||
       size_t(start) >= init_.size() || !init_[size_t(start)] || !g_.feeds_splittable(start) ||
       g_.node(start).op->output_shard() != nullptr) {
     return {};
@@ -115,7 +115,8 @@ AlphaSlopes::Slopes& AlphaSlopes::prepare(int start, int node, const at::Tensor&
     }
     at::Tensor start_values = init.detach();  // [*P], or [B, U] feature-sparse
     const Interval& b = given ? *init_[size_t(input)] : *in[0];
-    if (sparse_ && g_.node(node).op->traits().splittable && b.lower.sizes() == init.sizes()) {
+    if (sparse_ && sparse_->scheme != IntermediateScheme::kEvery &&
+        g_.node(node).op->traits().splittable && b.lower.sizes() == init.sizes()) {
       const int64_t batch = init.size(0);
       const int64_t f = init.numel() / batch;
       const at::Tensor unstable = unstable_in_any(b);  // [f]

@@ -123,9 +123,10 @@ Interval CrownEngine::refine(int i, const Interval& reference) {
     return {at::maximum(c.lower, lo).reshape(reference.lower.sizes()),
             at::minimum(c.upper, hi).reshape(reference.upper.sizes())};
   }
-  if (!g_.feeds_splittable(i)) {
+  if (!g_.feeds_splittable(i) || opt_.scheme == IntermediateScheme::kEvery) {
     // Before an S-shaped function every neuron gets CROWN bounds, not intersected with the
-    // reference (as auto_LiRPA): stability at zero does not make its relaxation exact.
+    // reference (as auto_LiRPA): stability at zero does not make its relaxation exact. The
+    // `every` scheme does so before a ReLU too.
     const Interval c = neuron_rows(i, at::arange(n, index_options()));
     return {c.lower.reshape(reference.lower.sizes()), c.upper.reshape(reference.upper.sizes())};
   }

@@ -42,7 +42,7 @@ Interval CrownEngine::refine_sharded(int i, const Interval& reference, const Out
   const auto options = box_.lower.options();
   at::Tensor rows;  // global neuron indices to bound, [k] (CPU)
   // Every neuron, as refine(): the tight scheme, and a node before an S-shaped function.
-  bool every = opt_.scheme == IntermediateScheme::kTight || !g_.feeds_splittable(i);
+  bool every = opt_.scheme != IntermediateScheme::kAutoLirpa || !g_.feeds_splittable(i);
   if (!every) {
     // The neurons unstable under the reference, over all ranks: each rank's mask ([w], 1 =
     // unstable) padded with −1 to ceil(global / P) so the AllGather has equal parts.
