@@ -309,8 +309,8 @@ TEST(Patches, ChunkedRowsGiveTheSameBits) {
 }
 
 TEST(Patches, PassBytesChunksRowsWithTheSameBits) {
-  // crown_batch_size 0 sizes the passes by pass_bytes: a budget of 8 rows of the widest node
-  // (the [2, 9, 9] input: 8 tensors of 162 floats per row) gives passes of 8 rows, and the
+  // crown_batch_size 0 sizes the passes by pass_bytes: a budget of 16 rows of the widest node
+  // (the [2, 9, 9] input: 8 tensors of 162 floats per row) gives passes of 16 rows, and the
   // bits of every row at once, in both modes.
   const CnnCase c = cnn_cases()[0];
   for (const ConvMode mode : {ConvMode::kMatrix, ConvMode::kPatches}) {
@@ -322,14 +322,14 @@ TEST(Patches, PassBytesChunksRowsWithTheSameBits) {
     BoundOptions all = with_mode(mode);
     all.pass_bytes = 0;
     BoundOptions small = with_mode(mode);
-    small.pass_bytes = 41472;  // 8 rows × 8 tensors × 162 floats × 4 bytes
+    small.pass_bytes = 82944;  // 16 rows × 8 tensors × 162 floats × 4 bytes
     c10::NoGradGuard no_grad;
     CrownEngine whole(g, box, all);
     CrownEngine pieces(g, box, small);
     EXPECT_EQ(whole.rows_per_pass(g.output(), 125), 125);
-    EXPECT_EQ(pieces.rows_per_pass(g.output(), 125), 8);
-    small.pass_bytes = 41471;  // less than 8 rows fit: still 8 (one tile)
-    EXPECT_EQ(CrownEngine(g, box, small).rows_per_pass(g.output(), 125), 8);
+    EXPECT_EQ(pieces.rows_per_pass(g.output(), 125), 16);
+    small.pass_bytes = 82943;  // less than 16 rows fit: still 16 (one aligned pass)
+    EXPECT_EQ(CrownEngine(g, box, small).rows_per_pass(g.output(), 125), 16);
     whole.compute_intermediate_bounds();
     pieces.compute_intermediate_bounds();
     for (int i = 1; i < g.size(); ++i) {
@@ -348,7 +348,7 @@ struct CountingHeartbeat final : Heartbeat {
 
 TEST(Patches, PatchesPassBytesChunksRowsWithTheSameBits) {
   // patches_pass_bytes sizes patches passes by the largest A their first chunk (32 rows) met: a
-  // budget below one row's A gives passes of 8 rows after the first. More passes (each calls
+  // budget below one row's A gives passes of 16 rows after the first. More passes (each calls
   // the checkpoint between its nodes), every bound bitwise those of one pass per start.
   for (const CnnCase& c : {cnn_cases()[0], cnn_cases()[3]}) {
     Rng rng(61);

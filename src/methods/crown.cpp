@@ -8,22 +8,10 @@
 #include "distcrown/collective/autograd.hpp"
 #include "distcrown/methods/ibp.hpp"
 #include "distcrown/util/error.hpp"
+#include "row_align.hpp"
 
 namespace distcrown {
 namespace {
-
-// Every backward pass runs on a multiple of this many rows (padded by repeating a row): the GEMM
-// kernels compute rows in tiles of 8, and a row in a partial tile can round differently. With
-// full tiles a row's bounds do not depend on which other rows share its pass, so chunking and
-// spec-parallel splitting give the bits of one unchunked pass (docs/architecture.md).
-constexpr int64_t kRowAlign = 8;
-
-at::Tensor pad_rows(const at::Tensor& idx) {
-  const int64_t k = idx.numel();
-  const int64_t padded = (k + kRowAlign - 1) / kRowAlign * kRowAlign;
-  if (padded == k) return idx;
-  return at::cat({idx, idx[k - 1].expand({padded - k})});
-}
 
 // Adds b into a (A matrices reaching one node along several paths). Keeps lA and uA one tensor
 // while both sides are the same tensor, so the shared prefix of a backward pass is computed once.

@@ -11,6 +11,7 @@
 
 #include "distcrown/methods/crown.hpp"
 #include "distcrown/util/error.hpp"
+#include "row_align.hpp"
 
 namespace distcrown {
 namespace {
@@ -62,14 +63,6 @@ void merge(PendingA& slot, PendingA in, const std::vector<int64_t>& shape) {
 // overheads do not dominate, small enough that it stays under any budget worth setting.
 constexpr int64_t kFirstPatchesChunk = 32;
 
-// Rows padded to a multiple of 8 by repeating the last (as bound_rows' passes, crown.cpp).
-at::Tensor pad_to_eight(const at::Tensor& idx) {
-  const int64_t k = idx.numel();
-  const int64_t padded = (k + 7) / 8 * 8;
-  if (padded == k) return idx;
-  return at::cat({idx, idx[k - 1].expand({padded - k})});
-}
-
 }  // namespace
 
 bool CrownEngine::uses_patches(int start) const {
@@ -85,7 +78,7 @@ Interval CrownEngine::patches_rows(int start, const at::Tensor& rows) {
   const int64_t most = rows_per_pass(start, k);
   // Without crown_batch_size, the first chunk measures the largest A a row makes on this pass
   // (the windows' growth depends on the layers below, not on the row) and sizes the rest by
-  // patches_pass_bytes. Chunks are multiples of 8 rows: with align_rows each row's bits are
+  // patches_pass_bytes. Chunks are multiples of kRowAlign rows: with align_rows each row's bits are
   // those of one pass, and every spec-parallel rank (same row count, same shapes) makes the
   // same chunks and so the same collective calls.
   // Under α-CROWN's autograd every chunk's graph lives until the loss's backward anyway, and
@@ -98,7 +91,7 @@ Interval CrownEngine::patches_rows(int start, const at::Tensor& rows) {
   for (int64_t s = 0, n = 0; s < k; s += n) {
     n = std::min(k, s + chunk) - s;
     const at::Tensor slice = rows.slice(0, s, s + n);
-    const at::Tensor pass = opt_.align_rows ? pad_to_eight(slice) : slice;
+    const at::Tensor pass = opt_.align_rows ? pad_rows(slice) : slice;
     PatchesA a = identity_patches(pass, shape[1], shape[2], shape[3], B, box_.lower.options());
     int64_t largest = 0;
     const Interval part = backward_from_patches(start, std::move(a), pass, &largest);
@@ -106,7 +99,8 @@ Interval CrownEngine::patches_rows(int start, const at::Tensor& rows) {
     upper.push_back(part.upper.slice(1, 0, n));
     if (measure && s == 0) {
       const int64_t per_row = std::max<int64_t>(largest / pass.numel(), 1);
-      chunk = std::clamp(opt_.patches_pass_bytes / per_row / 8 * 8, int64_t{8}, most);
+      chunk =
+          std::clamp(opt_.patches_pass_bytes / per_row / kRowAlign * kRowAlign, kRowAlign, most);
     }
   }
   if (lower.size() == 1) return {lower.front(), upper.front()};

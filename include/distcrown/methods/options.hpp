@@ -77,13 +77,13 @@ struct BoundOptions {
   int64_t crown_batch_size = 0;
   /// With crown_batch_size 0: the rows of a pass are as many as keep its A matrices under this
   /// many bytes, estimated at 8 tensors per row of the widest node the pass can reach (both
-  /// sides and the temporaries of a step), in multiples of 8 rows; 0 = every row at once. A
+  /// sides and the temporaries of a step), in multiples of 16 rows; 0 = every row at once. A
   /// convolutional layer's 32,768 neurons on a 32×32 map otherwise make one pass of gigabytes.
   int64_t pass_bytes = int64_t{256} << 20;
   /// With crown_batch_size 0, passes with patches A (conv_mode kPatches) outside autograd
   /// (CROWN's; α-CROWN's optimised passes are not) take, besides pass_bytes' limit, as many rows
   /// as keep the largest A of the pass (one side, patches or dense, as measured on the pass's
-  /// first chunk of 32 rows) under this many bytes, in multiples of 8 rows; 0 = pass_bytes
+  /// first chunk of 32 rows) under this many bytes, in multiples of 16 rows; 0 = pass_bytes
   /// alone. A patches step's temporaries are several times its A (the
   /// ReLU's relaxation read at every row's window, the transposed convolution's columns), and a
   /// patches pass does elementwise work and convolutions that cost the same per row in any
@@ -93,10 +93,10 @@ struct BoundOptions {
   int64_t patches_pass_bytes = int64_t{2} << 20;
   /// Fraction of unstable neurons above which all neurons of a layer get CROWN bounds.
   double minimum_sparsity = 0.9;
-  /// Pad every backward pass to a multiple of 8 rows so that a row's bits do not depend on the
+  /// Pad every backward pass to a multiple of 16 rows so that a row's bits do not depend on the
   /// rows beside it (chunking and spec-parallel splitting stay bitwise equal to one pass;
   /// docs/architecture.md). Branch and bound, whose passes have a row or two and a large batch,
-  /// turns it off: padding one row to eight multiplies its A matrices by eight.
+  /// turns it off: padding one row to sixteen multiplies its A matrices by sixteen.
   bool align_rows = true;
   /// Bounds of neurons inside tensor-parallel zones.
   ShardedIntermediate sharded_intermediate = ShardedIntermediate::kCrown;

@@ -1,0 +1,25 @@
+#pragma once
+// Row alignment of backward passes (crown.cpp, crown_patches.cpp; docs/architecture.md "Row
+// independence").
+#include <cstdint>
+
+#include <ATen/ATen.h>
+
+namespace distcrown {
+
+// Every backward pass runs on a multiple of this many rows (padded by repeating a row): a row's
+// bits must not depend on which other rows share its pass, so that chunking and spec-parallel
+// splitting give the bits of one unchunked pass. 8 was enough for the GEMM tiles of AVX2
+// machines; with AVX-512 kernels (16 float lanes) the ViT's passes of 8 or 24 rows round
+// differently from passes of 16, 32, 48 … rows (up to 3e-6 on its bounds), multiples of 16 agree.
+inline constexpr int64_t kRowAlign = 16;
+
+// Row ids [k] padded to a multiple of kRowAlign by repeating the last.
+inline at::Tensor pad_rows(const at::Tensor& idx) {
+  const int64_t k = idx.numel();
+  const int64_t padded = (k + kRowAlign - 1) / kRowAlign * kRowAlign;
+  if (padded == k) return idx;
+  return at::cat({idx, idx[k - 1].expand({padded - k})});
+}
+
+}  // namespace distcrown
