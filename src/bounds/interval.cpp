@@ -1,5 +1,7 @@
 #include "distcrown/bounds/interval.hpp"
 
+#include <algorithm>
+
 #include <ATen/ATen.h>
 
 namespace distcrown {
@@ -14,15 +16,25 @@ void accumulate(at::Tensor& acc, const at::Tensor& term) {
 }
 
 namespace {
+// Products over fewer terms than this are padded with zero terms (below).
+constexpr int64_t kMinDotTerms = 16;
+
 // Σ_n A[s, b, n]·x[b, n] -> [S, B], for A [S, B, N] and x [B, N].
 // A matrix–vector product would take BLAS's GEMV path, whose rounding depends on how many rows
 // S there are; a product with a second, zero column stays on the GEMM path, where each row's
 // result does not depend on the other rows (see docs/architecture.md, "Row independence").
+// LibTorch's bmm also computes products of fewer than 400 multiply-adds (rows·N·2) with its own
+// loops and larger ones with BLAS, which round differently: with N = 5 (ACAS Xu's inputs) a
+// pass of 16 rows took the loops and one of 48 BLAS. With N padded to 16 terms every pass of
+// 16 rows or more (the aligned ones) is a BLAS product.
 at::Tensor rowwise_dot(const at::Tensor& A, const at::Tensor& x) {
   const int64_t B = A.size(1);
+  const int64_t pad = std::max<int64_t>(kMinDotTerms - A.size(2), 0);
+  const at::Tensor a = pad > 0 ? at::constant_pad_nd(A, {0, pad}) : A;
+  const at::Tensor xs = pad > 0 ? at::constant_pad_nd(x, {0, pad}) : x;
   const at::Tensor x2 =
-      at::cat({x.reshape({B, -1, 1}), at::zeros({B, x.size(1), 1}, x.options())}, 2);
-  return at::bmm(A.transpose(0, 1), x2).select(2, 0).transpose(0, 1);  // [B, S, 2] -> [S, B]
+      at::cat({xs.reshape({B, -1, 1}), at::zeros({B, xs.size(1), 1}, xs.options())}, 2);
+  return at::bmm(a.transpose(0, 1), x2).select(2, 0).transpose(0, 1);  // [B, S, 2] -> [S, B]
 }
 }  // namespace
 
