@@ -9,9 +9,10 @@ namespace distcrown {
 
 // Every backward pass runs on a multiple of this many rows (padded by repeating a row): a row's
 // bits must not depend on which other rows share its pass, so that chunking and spec-parallel
-// splitting give the bits of one unchunked pass. 8 was enough for the GEMM tiles of AVX2
-// machines; with AVX-512 kernels (16 float lanes) the ViT's passes of 8 or 24 rows round
-// differently from passes of 16, 32, 48 … rows (up to 3e-6 on its bounds), multiples of 16 agree.
+// splitting give the bits of one unchunked pass. 8 was enough on AVX2 machines; with this
+// LibTorch's AVX-512 kernels the ViT's passes of 8 or 24 rows round differently from passes of
+// 16, 32, 48 … rows (up to 3e-6 on its bounds; which kernel does it was not traced: its plain
+// GEMMs do not), while every multiple of 16 agrees.
 inline constexpr int64_t kRowAlign = 16;
 
 // Row ids [k] padded to a multiple of kRowAlign by repeating the last.
