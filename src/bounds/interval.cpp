@@ -19,21 +19,19 @@ namespace {
 // LibTorch's bmm (CPU) computes a product of fewer multiply-adds than this (rows·terms·columns)
 // with its own loops, larger ones with BLAS; the two round differently.
 constexpr int64_t kBmmLoopsBelow = 400;
-// The fewest rows of an aligned CROWN pass (kRowAlign, src/methods/row_align.hpp).
-constexpr int64_t kAlignedRows = 16;
 
 // Σ_n A[s, b, n]·x[b, n] -> [S, B], for A [S, B, N] and x [B, N].
 // A matrix–vector product would take BLAS's GEMV path, whose rounding depends on how many rows
 // S there are; a product with zero columns beside x stays on the GEMM path, where each row's
 // result does not depend on the other rows (see docs/architecture.md, "Row independence"). As
-// many zero columns as put every aligned pass (S ≥ 16) on BLAS rather than bmm's loops: with
+// many zero columns as put every aligned pass (S ≥ kRowAlign) on BLAS rather than bmm's loops: with
 // N = 5 (ACAS Xu's inputs) and one zero column, 16-row passes took the loops and 48-row ones
 // BLAS. Summing A ⊙ x over N instead is also row-independent but slower on ACAS Xu's boxes.
 at::Tensor rowwise_dot(const at::Tensor& A, const at::Tensor& x) {
   const int64_t B = A.size(1);
   const int64_t N = x.size(1);
   const int64_t columns =
-      std::max<int64_t>(2, (kBmmLoopsBelow + kAlignedRows * N - 1) / (kAlignedRows * N));
+      std::max<int64_t>(2, (kBmmLoopsBelow + kRowAlign * N - 1) / (kRowAlign * N));
   const at::Tensor xc =
       at::cat({x.reshape({B, -1, 1}), at::zeros({B, N, columns - 1}, x.options())}, 2);
   return at::bmm(A.transpose(0, 1), xc).select(2, 0).transpose(0, 1);  // [B, S, C] -> [S, B]

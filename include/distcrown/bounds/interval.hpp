@@ -5,9 +5,16 @@
 //                be undefined when only one side is wanted
 //   BiasPair     the constant terms accumulated on the way back, each [spec, batch]
 //   InputBox     the L-infinity box of the input, [batch, *input_shape]
+#include <cstdint>
+
 #include <ATen/core/Tensor.h>
 
 namespace distcrown {
+
+/// CROWN's backward passes run on a multiple of this many rows (spec) so that a row's bits do not
+/// depend on the rows beside it (docs/architecture.md "Row independence"; the engine pads them,
+/// src/methods/row_align.hpp). contract() and concretize() keep every such pass row-independent.
+inline constexpr int64_t kRowAlign = 16;
 
 struct Interval {
   at::Tensor lower;  // [batch, *shape]
