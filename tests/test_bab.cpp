@@ -345,6 +345,18 @@ TEST(BetaSplit, RefreshedIntermediateBoundsAreSoundWhereTheSplitsHold) {
 // differ: every element's intermediate bounds equal those of its box bounded alone (its own
 // unstable neurons get CROWN rows, its stable ones keep their reference), not those of a pass
 // over the union of the batch's unstable neurons.
+// A hook that only observes, as input splitting's: passes may then give each element its rows.
+class ObservingHook final : public RelaxationHook {
+ public:
+  RelaxParams params(int /*start*/, int /*node*/, const at::Tensor& /*rows*/,
+                     std::span<const Interval* const> /*in*/) override {
+    return {};
+  }
+  [[nodiscard]] bool reads_rows() const override { return false; }
+};
+
+// In a batch every element bounds its own unstable neurons, as it would alone: under the default
+// scheme and under tight_unstable (input splitting's), with no hook or one that only observes.
 TEST(CrownBatch, EachElementBoundsItsOwnUnstableNeurons) {
   const std::vector<Layer> layers = random_layers({4, 40, 40, 40, 2}, 31);
   const Net net = build(layers, at::kDouble);
@@ -357,22 +369,31 @@ TEST(CrownBatch, EachElementBoundsItsOwnUnstableNeurons) {
     lowers.push_back(boxes.back().lower);
     uppers.push_back(boxes.back().upper);
   }
-  CrownEngine together(net.graph, {at::cat(lowers), at::cat(uppers)}, {});
-  together.compute_intermediate_bounds();
-  int64_t unstable = 0;
-  for (size_t b = 0; b < boxes.size(); ++b) {
-    CrownEngine alone(net.graph, boxes[b], {});
-    alone.compute_intermediate_bounds();
-    for (size_t r = 0; r < net.pres.size(); ++r) {
-      SCOPED_TRACE("box " + std::to_string(b) + ", layer " + std::to_string(r));
-      const Interval& one = alone.bounds(net.pres[r]);
-      const Interval& all = together.bounds(net.pres[r]);
-      unstable += ((one.lower < 0) & (one.upper > 0)).sum().item<int64_t>();
-      expect_bounds(all.lower.narrow(0, int64_t(b), 1), one.lower, true, "lower");
-      expect_bounds(all.upper.narrow(0, int64_t(b), 1), one.upper, true, "upper");
+  for (const auto scheme : {IntermediateScheme::kAutoLirpa, IntermediateScheme::kTightUnstable}) {
+    for (const bool hooked : {false, true}) {
+      SCOPED_TRACE(std::string(enum_name(scheme)) + (hooked ? ", observing hook" : ""));
+      BoundOptions o;
+      o.scheme = scheme;
+      ObservingHook hook;
+      CrownEngine together(net.graph, {at::cat(lowers), at::cat(uppers)}, o);
+      if (hooked) together.set_hook(&hook);
+      together.compute_intermediate_bounds();
+      int64_t unstable = 0;
+      for (size_t b = 0; b < boxes.size(); ++b) {
+        CrownEngine alone(net.graph, boxes[b], o);
+        alone.compute_intermediate_bounds();
+        for (size_t r = 0; r < net.pres.size(); ++r) {
+          SCOPED_TRACE("box " + std::to_string(b) + ", layer " + std::to_string(r));
+          const Interval& one = alone.bounds(net.pres[r]);
+          const Interval& all = together.bounds(net.pres[r]);
+          unstable += ((one.lower < 0) & (one.upper > 0)).sum().item<int64_t>();
+          expect_bounds(all.lower.narrow(0, int64_t(b), 1), one.lower, true, "lower");
+          expect_bounds(all.upper.narrow(0, int64_t(b), 1), one.upper, true, "upper");
+        }
+      }
+      EXPECT_GT(unstable, 0) << "no unstable neuron: the comparison covers no CROWN row";
     }
   }
-  EXPECT_GT(unstable, 0) << "no unstable neuron: the comparison covers no CROWN row";
 }
 
 TEST(BetaSplit, RejectsSplitsThatAreNotReluNeurons) {

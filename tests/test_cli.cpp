@@ -393,6 +393,9 @@ TEST_F(Cli, BoundsTakesTimeoutThreadsAndAutoIntermediate) {
   // `every`: CROWN rows for every neuron, α everywhere; a table like the others.
   expect_bounds_json(bounds_json("--method alpha-crown --iterations 3 --intermediate every"),
                      "alpha-crown", kDigitsOutputs);
+  // `tight_unstable`: CROWN rows for the neurons IBP leaves unstable, intersected with IBP.
+  expect_bounds_json(bounds_json("--method crown --intermediate tight_unstable"), "crown",
+                     kDigitsOutputs);
 }
 
 TEST_F(Cli, BoundsPastItsTimeoutFails) {

@@ -134,8 +134,9 @@ const std::vector<OptionSpec>& table() {
        field(
            [](RunOptions & r) -> auto& { return r.alpha.lr; }, finite_number(true))},
       {"intermediate", Applies::kBoth,
-       "intermediate bounds: auto (tight when verify splits the inputs, else auto_lirpa), "
-       "auto_lirpa (matches auto_LiRPA), tight (CROWN for every neuron, intersected with IBP) or "
+       "intermediate bounds: auto (tight_unstable when verify splits the inputs, else "
+       "auto_lirpa), auto_lirpa (matches auto_LiRPA), tight (CROWN for every neuron, intersected "
+       "with IBP), tight_unstable (tight for the neurons IBP leaves unstable, each box its own) or "
        "every (CROWN for every neuron, not intersected: auto_LiRPA without sparse intermediate "
        "bounds)",
        field([](RunOptions & r) -> auto& { return r.intermediate; })},

@@ -29,13 +29,14 @@ constexpr auto enum_table(Command) {
   return std::array{P{Command::kBounds, "bounds"}, P{Command::kVerify, "verify"}};
 }
 
-/// --intermediate: the library's schemes, plus auto (verify: tight when splitting the inputs,
-/// else auto_lirpa; bounds: auto_lirpa).
-enum class Intermediate { kAuto, kAutoLirpa, kTight, kEvery };
+/// --intermediate: the library's schemes, plus auto (verify: tight_unstable when splitting the
+/// inputs, else auto_lirpa; bounds: auto_lirpa).
+enum class Intermediate { kAuto, kAutoLirpa, kTight, kEvery, kTightUnstable };
 constexpr auto enum_table(Intermediate) {
   using P = std::pair<Intermediate, std::string_view>;
   return std::array{P{Intermediate::kAuto, "auto"}, P{Intermediate::kAutoLirpa, "auto_lirpa"},
-                    P{Intermediate::kTight, "tight"}, P{Intermediate::kEvery, "every"}};
+                    P{Intermediate::kTight, "tight"}, P{Intermediate::kEvery, "every"},
+                    P{Intermediate::kTightUnstable, "tight_unstable"}};
 }
 /// The library's scheme for --intermediate; `auto` gives `auto_default`.
 inline IntermediateScheme scheme_of(Intermediate i, IntermediateScheme auto_default) {
@@ -46,6 +47,8 @@ inline IntermediateScheme scheme_of(Intermediate i, IntermediateScheme auto_defa
       return IntermediateScheme::kTight;
     case Intermediate::kEvery:
       return IntermediateScheme::kEvery;
+    case Intermediate::kTightUnstable:
+      return IntermediateScheme::kTightUnstable;
     case Intermediate::kAuto:
       break;
   }

@@ -363,12 +363,14 @@ int run_verify(const RunOptions& a) {
   if (a.shard == sharding::ShardPlan::kTp) {
     o.bound.sharded_intermediate = ShardedIntermediate::kIbp;
   }
-  // Input splitting bounds many small boxes of a small network: CROWN on every neuron
-  // (intersected with IBP) costs little there and tightens every box.
+  // Input splitting bounds many small boxes of a small network: CROWN intersected with IBP
+  // tightens every box; on the neurons IBP leaves unstable only (each box its own), since deep
+  // in the search most are stable, and their CROWN rows would only tighten the IBP chain
+  // (docs/results.md, "Input splitting: rows for the unstable neurons only").
   const bool inputs_split = o.split != bab::SplitMode::kRelu &&
                             in.problem.graph.input_numel() <= o.input_split_max_inputs;
-  o.bound.scheme = scheme_of(
-      a.intermediate, inputs_split ? IntermediateScheme::kTight : IntermediateScheme::kAutoLirpa);
+  o.bound.scheme = scheme_of(a.intermediate, inputs_split ? IntermediateScheme::kTightUnstable
+                                                          : IntermediateScheme::kAutoLirpa);
   // Always: float64 ONNX models load with float64 parameters, and --dtype decides.
   in.problem.graph.to_dtype(a.dtype == Dtype::kFloat64 ? at::kDouble : at::kFloat);
   // FSDP shards the weights over the ranks of each domain group (sharding/sharded_param.hpp).

@@ -106,7 +106,18 @@ Interval CrownEngine::refine(int i, const Interval& reference) {
   const int64_t n = g_.node_numel(i);
   const at::Tensor lo = reference.lower.reshape({B, n});
   const at::Tensor hi = reference.upper.reshape({B, n});
-  if (opt_.scheme == IntermediateScheme::kTight) {
+  // Rows of each element's own neurons: only when no relaxation hook reads which neurons a
+  // pass's rows are (α-CROWN's α are per row), and for dense passes.
+  const bool rows_per_element = (hook_ == nullptr || !hook_->reads_rows()) && !uses_patches(i);
+  if (opt_.scheme == IntermediateScheme::kTightUnstable && rows_per_element &&
+      g_.feeds_splittable(i)) {
+    const at::Tensor unstable_each = (lo < 0) & (hi > 0);  // [B, n]
+    const int64_t k_each = unstable_each.sum(1).max().item<int64_t>();
+    if (k_each == 0) return reference;
+    const Interval c = refine_each(i, reference, unstable_each, k_each);
+    return {at::maximum(c.lower, reference.lower), at::minimum(c.upper, reference.upper)};
+  }
+  if (intersects_ibp(opt_.scheme)) {
     const Interval c = neuron_rows(i, at::arange(n, index_options()));
     return {at::maximum(c.lower, lo).reshape(reference.lower.sizes()),
             at::minimum(c.upper, hi).reshape(reference.upper.sizes())};
@@ -124,7 +135,7 @@ Interval CrownEngine::refine(int i, const Interval& reference) {
   const at::Tensor rows = unstable.nonzero().reshape({-1});
   const int64_t k = rows.numel();
   if (k == 0) return reference;
-  if (B > 1 && hook_ == nullptr && !uses_patches(i)) {
+  if (B > 1 && rows_per_element) {
     // A batch of sub-domains (branch and bound): each element bounds its own unstable neurons
     // (as it would alone), in as many rows as the most any element has, not the union's.
     const int64_t k_each = unstable_each.sum(1).max().item<int64_t>();
@@ -403,7 +414,7 @@ Interval CrownEngine::output_bounds(const at::Tensor& C, bool lower, bool upper)
         },
         at::Tensor(), sides);
   }
-  if (opt_.scheme == IntermediateScheme::kTight) {
+  if (intersects_ibp(opt_.scheme)) {
     std::vector<const Interval*> args;
     for (int p : g_.node(out).inputs) args.push_back(&*bounds_[size_t(p)]);
     const Interval ibp = apply_spec(g_.node(out).op->ibp(args), C);

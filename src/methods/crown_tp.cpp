@@ -85,7 +85,7 @@ Interval CrownEngine::refine_sharded(int i, const Interval& reference, const Out
   at::Tensor new_hi = hi.clone();
   new_lo.index_copy_(1, cols, c.lower.index_select(1, jd));
   new_hi.index_copy_(1, cols, c.upper.index_select(1, jd));
-  if (opt_.scheme == IntermediateScheme::kTight) {
+  if (intersects_ibp(opt_.scheme)) {
     new_lo = at::maximum(new_lo, lo);
     new_hi = at::minimum(new_hi, hi);
   }

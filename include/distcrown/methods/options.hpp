@@ -36,12 +36,24 @@ enum class IntermediateScheme {
   /// sparse_intermediate_bounds (and sparse α) off, as the fixtures' ViT references were made.
   /// α-CROWN then holds α for every neuron of every start.
   kEvery,
+  /// kTight for the neurons the IBP reference leaves unstable, each batch element its own (a
+  /// stable neuron's relaxation is exact whatever its bounds, so only the IBP chain through it
+  /// loses): the rows of a pass are the most any element has, not every neuron. Input splitting's
+  /// default (its boxes, small deep in the search, leave most neurons stable). Passes whose
+  /// relaxation hook reads the rows (α-CROWN's α are per row) bound every neuron, as kTight.
+  kTightUnstable,
 };
 
 constexpr auto enum_table(IntermediateScheme) {
   using P = std::pair<IntermediateScheme, std::string_view>;
   return std::array{P{IntermediateScheme::kAutoLirpa, "auto_lirpa"},
-                    P{IntermediateScheme::kTight, "tight"}, P{IntermediateScheme::kEvery, "every"}};
+                    P{IntermediateScheme::kTight, "tight"}, P{IntermediateScheme::kEvery, "every"},
+                    P{IntermediateScheme::kTightUnstable, "tight_unstable"}};
+}
+
+/// Whether a scheme intersects CROWN's bounds with IBP's (intermediate and final).
+constexpr bool intersects_ibp(IntermediateScheme s) {
+  return s == IntermediateScheme::kTight || s == IntermediateScheme::kTightUnstable;
 }
 
 /// How CROWN bounds the pre-activation neurons of a tensor-parallel layer (a node whose output is

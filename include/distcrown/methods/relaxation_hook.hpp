@@ -56,6 +56,11 @@ class RelaxationHook {
     throw Error("internal: window_params() asked of a hook that does not take patches");
   }
 
+  /// Whether params() depends on which neurons a pass's rows are. A hook that does not (it only
+  /// observes) lets an intermediate pass give each batch element rows of its own neurons
+  /// (CrownEngine::refine_each).
+  [[nodiscard]] virtual bool reads_rows() const { return true; }
+
   /// The A reaching `node`'s output in a pass from `start` ([r, batch, *shape]), before the node
   /// maps it: what branching heuristics score neurons with. Called for every node with slopes
   /// and for the input (node 0, the A that is concretized over the box).
