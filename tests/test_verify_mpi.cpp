@@ -245,13 +245,14 @@ TEST_F(VerifyMpi, ACounterexampleFoundInASpecParallelRoundEndsEveryRank) {
 
 TEST_F(VerifyMpi, GroupsThatGetNoDomainStillFinishTheRound) {
   DISTCROWN_REQUIRE_FIXTURES();
-  // One domain a round among four groups: three sit out every round. Under spec-parallel the
-  // ranks of a group hold the domains (each keeps those it bounded): one rank bounds the round's
-  // domain, the others pad the same passes with the spare domain and drop their results.
+  // One domain a round among two or four groups: all but one sit out every round. Under
+  // spec-parallel the ranks of a group hold the domains (each keeps those it bounded): one rank
+  // bounds the round's domain, the others pad the same passes with the spare domain and drop their
+  // results.
   const std::string args = hard() + " --deterministic --max-rounds 3 --bab-batch-size 1";
   const json one = verify({1, 1, "none"}, args);
-  for (const Layout& layout :
-       {Layout{4, 4, "none"}, Layout{2, 1, "fsdp", true}, Layout{4, 2, "fsdp", true}}) {
+  for (const Layout& layout : {Layout{2, 2, "none"}, Layout{4, 4, "none"},
+                               Layout{2, 1, "fsdp", true}, Layout{4, 2, "fsdp", true}}) {
     SCOPED_TRACE(layout.name());
     const json j = verify(layout, args);
     expect_same_search(j, one);
