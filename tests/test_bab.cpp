@@ -341,10 +341,6 @@ TEST(BetaSplit, RefreshedIntermediateBoundsAreSoundWhereTheSplitsHold) {
   EXPECT_GT(differ, 0) << "refreshing changed no bound: the refresh did not run";
 }
 
-// A batch of boxes (as branch and bound bounds batches of domains) whose unstable neurons
-// differ: every element's intermediate bounds equal those of its box bounded alone (its own
-// unstable neurons get CROWN rows, its stable ones keep their reference), not those of a pass
-// over the union of the batch's unstable neurons.
 // A hook that only observes, as input splitting's: passes may then give each element its rows.
 class ObservingHook final : public RelaxationHook {
  public:
@@ -355,8 +351,11 @@ class ObservingHook final : public RelaxationHook {
   [[nodiscard]] bool reads_rows() const override { return false; }
 };
 
-// In a batch every element bounds its own unstable neurons, as it would alone: under the default
-// scheme and under tight_unstable (input splitting's), with no hook or one that only observes.
+// A batch of boxes (as branch and bound bounds batches of domains) whose unstable neurons
+// differ: every element's intermediate bounds equal those of its box bounded alone (its own
+// unstable neurons get CROWN rows, its stable ones keep their reference), not those of a pass
+// over the union of the batch's unstable neurons. Under the default scheme and under
+// tight_unstable (input splitting's), with no hook or one that only observes.
 TEST(CrownBatch, EachElementBoundsItsOwnUnstableNeurons) {
   const std::vector<Layer> layers = random_layers({4, 40, 40, 40, 2}, 31);
   const Net net = build(layers, at::kDouble);

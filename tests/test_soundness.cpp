@@ -433,8 +433,8 @@ TEST(Soundness, MultiBatchBox) {
       EXPECT_TRUE(at::allclose(ibp2.lower[b], ibp1.lower[0], 1e-5, 1e-5)) << what;
       EXPECT_TRUE(at::allclose(ibp2.upper[b], ibp1.upper[0], 1e-5, 1e-5)) << what;
     }
-    // kTightUnstable gives each element rows of its own unstable neurons (padded to the most
-    // any element has): its bounds are those of the element alone.
+    // Both tight schemes bound each element on its own (kTightUnstable: rows of its own unstable
+    // neurons, padded to the most any element has): its bounds are those of the element alone.
     for (const auto scheme : {IntermediateScheme::kTight, IntermediateScheme::kTightUnstable}) {
       BoundOptions tight;
       tight.scheme = scheme;

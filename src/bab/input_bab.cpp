@@ -11,7 +11,6 @@
 
 #include "distcrown/io/problem.hpp"
 #include "distcrown/methods/crown.hpp"
-#include "distcrown/methods/ibp.hpp"
 #include "distcrown/util/error.hpp"
 #include "domain.hpp"
 
@@ -184,9 +183,7 @@ BabResult search(const BoundGraph& g, const io::VnnlibCase& c, const Objective& 
     const at::Tensor crown_lb = engine.backward_from(g.output(), BoundA{C_rows, {}}).lower;
     at::Tensor lb = crown_lb;                    // [B, K]
     if (intersects_ibp(bound_options.scheme)) {  // as output_bounds() would, without its pass
-      std::vector<const Interval*> args;
-      for (const int p : g.node(g.output()).inputs) args.push_back(&engine.bounds(p));
-      lb = at::maximum(lb, apply_spec(g.node(g.output()).op->ibp(args), objective.C).lower);
+      lb = at::maximum(lb, engine.output_ibp(objective.C).lower);
     }
     const at::Tensor rhs = objective.rhs.to(at::kDouble).to(lb.device());
     const at::Tensor gap = lb.to(at::kDouble) - rhs;  // [B, K]

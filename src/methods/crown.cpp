@@ -109,15 +109,10 @@ Interval CrownEngine::refine(int i, const Interval& reference) {
   // Rows of each element's own neurons: only when no relaxation hook reads which neurons a
   // pass's rows are (α-CROWN's α are per row), and for dense passes.
   const bool rows_per_element = (hook_ == nullptr || !hook_->reads_rows()) && !uses_patches(i);
-  if (opt_.scheme == IntermediateScheme::kTightUnstable && rows_per_element &&
-      g_.feeds_splittable(i)) {
-    const at::Tensor unstable_each = (lo < 0) & (hi > 0);  // [B, n]
-    const int64_t k_each = unstable_each.sum(1).max().item<int64_t>();
-    if (k_each == 0) return reference;
-    const Interval c = refine_each(i, reference, unstable_each, k_each);
-    return {at::maximum(c.lower, reference.lower), at::minimum(c.upper, reference.upper)};
-  }
-  if (intersects_ibp(opt_.scheme)) {
+  // kTightUnstable where it can give each element its rows; elsewhere it is kTight.
+  const bool unstable_only = opt_.scheme == IntermediateScheme::kTightUnstable &&
+                             rows_per_element && g_.feeds_splittable(i);
+  if (intersects_ibp(opt_.scheme) && !unstable_only) {
     const Interval c = neuron_rows(i, at::arange(n, index_options()));
     return {at::maximum(c.lower, lo).reshape(reference.lower.sizes()),
             at::minimum(c.upper, hi).reshape(reference.upper.sizes())};
@@ -135,11 +130,13 @@ Interval CrownEngine::refine(int i, const Interval& reference) {
   const at::Tensor rows = unstable.nonzero().reshape({-1});
   const int64_t k = rows.numel();
   if (k == 0) return reference;
-  if (B > 1 && rows_per_element) {
+  if ((B > 1 || unstable_only) && rows_per_element) {
     // A batch of sub-domains (branch and bound): each element bounds its own unstable neurons
     // (as it would alone), in as many rows as the most any element has, not the union's.
     const int64_t k_each = unstable_each.sum(1).max().item<int64_t>();
-    return refine_each(i, reference, unstable_each, k_each);
+    Interval c = refine_each(i, reference, unstable_each, k_each);
+    if (!unstable_only) return c;
+    return {at::maximum(c.lower, reference.lower), at::minimum(c.upper, reference.upper)};
   }
   if (double(k) > opt_.minimum_sparsity * double(n)) {
     const Interval c = neuron_rows(i, at::arange(n, index_options()));
@@ -386,6 +383,13 @@ Interval CrownEngine::backward_from(int start, BoundA a, const at::Tensor& rows)
   return concretize(it->second, bias, box_);
 }
 
+Interval CrownEngine::output_ibp(const at::Tensor& C) const {
+  const int out = g_.output();
+  std::vector<const Interval*> args;
+  for (int p : g_.node(out).inputs) args.push_back(&*bounds_[size_t(p)]);
+  return apply_spec(g_.node(out).op->ibp(args), C);
+}
+
 Interval CrownEngine::output_bounds(const at::Tensor& C, bool lower, bool upper) {
   const int out = g_.output();
   const auto& shape = g_.node(out).shape;
@@ -415,9 +419,7 @@ Interval CrownEngine::output_bounds(const at::Tensor& C, bool lower, bool upper)
         at::Tensor(), sides);
   }
   if (intersects_ibp(opt_.scheme)) {
-    std::vector<const Interval*> args;
-    for (int p : g_.node(out).inputs) args.push_back(&*bounds_[size_t(p)]);
-    const Interval ibp = apply_spec(g_.node(out).op->ibp(args), C);
+    const Interval ibp = output_ibp(C);
     if (lower) result.lower = at::maximum(result.lower, ibp.lower);
     if (upper) result.upper = at::minimum(result.upper, ibp.upper);
   }

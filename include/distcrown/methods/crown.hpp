@@ -54,6 +54,10 @@ class CrownEngine {
   /// bounds below its splits), so that a refreshed bound is never looser than the one given.
   void intersect_with_references() { intersect_reference_ = true; }
 
+  /// IBP's bounds of C·output from the bounds computed so far (of the output's inputs); what the
+  /// tight schemes intersect CROWN's output bounds with. [batch, spec] each.
+  [[nodiscard]] Interval output_ibp(const at::Tensor& C) const;
+
   /// Bounds of C·output, C [spec, n_out] (undefined = identity); lower/upper [batch, spec].
   /// With only one side wanted the other comes back undefined and costs nothing.
   Interval output_bounds(const at::Tensor& C = {}, bool lower = true, bool upper = true);
