@@ -4,7 +4,10 @@
 each, one process at a time (distcrown first, then alpha-beta-CROWN, for each instance).
 
 Writes a per-instance CSV (--csv) and prints one table per benchmark and model: instances, solved,
-sat, unsat, timeout, wrong and median time for each tool. A wrong answer is sat where the expected
+sat, unsat, timeout, wrong and median time for each tool; then one line per instance that either
+tool left undecided, with where each stopped: the worst lower bound of the property's margin left
+in branch and bound (distcrown's `worst_bound` from `verify --report`; alpha-beta-CROWN's last
+"Current (lb-rhs)" line) and the domains bounded (distcrown) or visited (alpha-beta-CROWN). A wrong answer is sat where the expected
 column (alpha-beta-CROWN's VNN-COMP 2022 verdict) says unsat, or unsat where it says sat.
 
 Set-up of alpha-beta-CROWN (what the committed docs/vs_abcrown.* were made with):
@@ -12,7 +15,9 @@ Set-up of alpha-beta-CROWN (what the committed docs/vs_abcrown.* were made with)
   # (here both were exported with `git archive` from stored snapshots of the two repositories)
   # source: the Dec 2025 release (commit 8250d5f) and its auto_LiRPA submodule (commit 9d100ec,
   # "Dec 2025 release"); the submodule goes to <src>/auto_LiRPA (complete_verifier/auto_LiRPA is
-  # a symlink to ../auto_LiRPA/auto_LiRPA). Only the source files are needed, not the data sets.
+  # a symlink to ../auto_LiRPA/auto_LiRPA). Only the source files are needed, not the data sets
+  # (the stored snapshot lacks some of their blobs and `git archive` stops there: export the
+  # files outside complete_verifier/datasets one by one, `git show 8250d5f:PATH`).
   git clone https://github.com/Verified-Intelligence/alpha-beta-CROWN /work/abcrown-src
   git -C /work/abcrown-src checkout 8250d5f
   git -C /work/abcrown-src submodule update --init auto_LiRPA     # 9d100ec0708684...
@@ -44,7 +49,7 @@ Its verdict is the first line of OUT (sat/unsat/timeout); its own time is the "T
 prints (from just before model loading to the verdict, i.e. without Python/torch start-up).
 
 distcrown command per instance:
-  distcrown verify --model M --vnnlib S --timeout T --threads 1 --quiet --result OUT
+  distcrown verify --model M --vnnlib S --timeout T --threads 1 --quiet --result OUT --report R
 
 Run that produced docs/vs_abcrown.csv (on one pinned core):
   taskset -c 0 python3 benchmarks/bench_vs_abcrown.py --binary /work/main/build/bin/distcrown \
@@ -55,6 +60,7 @@ Run that produced docs/vs_abcrown.csv (on one pinned core):
 """
 import argparse
 import csv
+import json
 import os
 import re
 import statistics
@@ -99,10 +105,12 @@ def launch_abcrown(argv):
 
 
 def run_distcrown(a, model, spec, timeout):
+    """(verdict, wall s, worst bound left or None, domains bounded or None)."""
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "result.txt")
+        report = os.path.join(d, "report.json")
         cmd = [a.binary, "verify", "--model", model, "--vnnlib", spec, "--timeout", str(timeout),
-               "--threads", "1", "--quiet", "--result", out]
+               "--threads", "1", "--quiet", "--result", out, "--report", report]
         t0 = time.monotonic()
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 120)
@@ -116,7 +124,12 @@ def run_distcrown(a, model, spec, timeout):
                 got = f.readline().strip() or "error"
         if got == "error":
             print(f"  distcrown error rc={rc}: {err.strip()[-300:]}", file=sys.stderr)
-        return got, dt
+        worst, domains = None, None
+        if os.path.exists(report):
+            with open(report) as f:
+                rep = json.load(f)
+            worst, domains = rep.get("worst_bound"), rep.get("domains_bounded")
+        return got, dt, worst, domains
 
 
 def run_abcrown(a, bench, model, spec, timeout):
@@ -142,6 +155,10 @@ def run_abcrown(a, bench, model, spec, timeout):
             with open(out) as f:
                 got = f.readline().strip() or "error"
         own = re.findall(r"^Time: ([0-9.eE+-]+)$", log, re.M)
+        # Its branch and bound prints the worst lower bound less the threshold and the domains
+        # visited so far after each batch: the last of each is where it stopped.
+        worst = re.findall(r"^Current \(lb-rhs\): (?:tensor\()?\[*(-?[0-9.eE+-]+|-?inf)", log, re.M)
+        visited = re.findall(r"^(\d+) domains visited$", log, re.M)
         if a.abcrown_logs:
             os.makedirs(a.abcrown_logs, exist_ok=True)
             name = f"{os.path.basename(model)[:-5]}__{os.path.basename(spec)[:-7]}.log"
@@ -149,7 +166,8 @@ def run_abcrown(a, bench, model, spec, timeout):
                 f.write(" ".join(cmd) + "\n" + log)
         if got == "error":
             print(f"  abcrown error rc={rc}: {log.strip()[-600:]}", file=sys.stderr)
-        return got, dt, (float(own[-1]) if own else None)
+        return (got, dt, (float(own[-1]) if own else None), (float(worst[-1]) if worst else None),
+                (int(visited[-1]) if visited else None))
 
 
 def median(xs):
@@ -183,6 +201,23 @@ def summary(rows):
                 f"{sum(int(r[f'{tool}_wrong']) for r in g):5d} {median(secs):6.2f} "
                 f"{median(solved):12.2f} "
                 f"{(f'{median(own):9.2f}' if tool == 'abcrown' else '        -')}")
+    return "\n".join(lines)
+
+
+def open_instances(rows):
+    """One line per instance that either tool left undecided: the gap, instance by instance."""
+    lines = [f"{'model':12s} {'spec':26s} {'expected':8s} {'distcrown':9s} {'worst':>10s} "
+             f"{'domains':>8s} {'abcrown':9s} {'worst':>10s} {'domains':>8s}"]
+    cell = lambda v, f: "-" if v in ("", None) else format(float(v), f)
+    for r in rows:
+        if {r["distcrown_result"], r["abcrown_result"]} <= {"sat", "unsat"}:
+            continue
+        lines.append(
+            f"{os.path.splitext(os.path.basename(r['model']))[0]:12s} "
+            f"{os.path.splitext(os.path.basename(r['spec']))[0]:26s} {r['expected']:8s} "
+            f"{r['distcrown_result']:9s} {cell(r.get('distcrown_worst'), '.4g'):>10s} "
+            f"{cell(r.get('distcrown_domains'), '.0f'):>8s} {r['abcrown_result']:9s} "
+            f"{cell(r.get('abcrown_worst'), '.4g'):>10s} {cell(r.get('abcrown_domains'), '.0f'):>8s}")
     return "\n".join(lines)
 
 
@@ -238,27 +273,35 @@ def main():
             out_rows = list(csv.DictReader(f))
     fields = ["benchmark", "model", "spec", "timeout_s", "expected", "distcrown_result",
               "distcrown_s", "abcrown_result", "abcrown_s", "abcrown_own_s", "distcrown_wrong",
-              "abcrown_wrong"]
+              "abcrown_wrong", "distcrown_worst", "distcrown_domains", "abcrown_worst",
+              "abcrown_domains"]
     for r in rows:
         timeout = float(r["timeout_s"])
         if a.timeout_cap > 0:
             timeout = min(timeout, a.timeout_cap)
         model = os.path.abspath(os.path.join(a.fixtures, r["model"]))
         spec = os.path.abspath(os.path.join(a.fixtures, r["spec"]))
-        d_got, d_s = ("skipped", 0.0) if a.skip_distcrown else run_distcrown(a, model, spec, timeout)
+        d_got, d_s, d_worst, d_domains = (("skipped", 0.0, None, None) if a.skip_distcrown else
+                                          run_distcrown(a, model, spec, timeout))
         e = earlier.get((r["model"], r["spec"], timeout))
         if e is not None:
             b_got, b_s = e["abcrown_result"], float(e["abcrown_s"])
             b_own = float(e["abcrown_own_s"]) if e["abcrown_own_s"] else None
+            b_worst, b_domains = e.get("abcrown_worst") or None, e.get("abcrown_domains") or None
         else:
-            b_got, b_s, b_own = run_abcrown(a, r["benchmark"], model, spec, timeout)
+            b_got, b_s, b_own, b_worst, b_domains = run_abcrown(a, r["benchmark"], model, spec,
+                                                                timeout)
         exp = r["expected"]
         wrong = lambda g: int((g == "sat" and exp == "unsat") or (g == "unsat" and exp == "sat"))
         row = dict(benchmark=r["benchmark"], model=r["model"], spec=r["spec"], timeout_s=timeout,
                    expected=exp, distcrown_result=d_got, distcrown_s=round(d_s, 2),
                    abcrown_result=b_got, abcrown_s=round(b_s, 2),
                    abcrown_own_s="" if b_own is None else round(b_own, 2),
-                   distcrown_wrong=wrong(d_got), abcrown_wrong=wrong(b_got))
+                   distcrown_wrong=wrong(d_got), abcrown_wrong=wrong(b_got),
+                   distcrown_worst="" if d_worst is None else d_worst,
+                   distcrown_domains="" if d_domains is None else d_domains,
+                   abcrown_worst="" if b_worst is None else b_worst,
+                   abcrown_domains="" if b_domains is None else b_domains)
         out_rows.append(row)
         print(f"{r['benchmark']:8s} {os.path.basename(model):18s} {os.path.basename(spec):26s} "
               f"T={timeout:<5g} exp {exp:7s} | distcrown {d_got:7s} {d_s:6.2f} s | abcrown "
@@ -276,6 +319,11 @@ def main():
     print("med s: median wall time over all instances (timeouts count at their wall time); "
           "med solved s: over solved ones; med own s: alpha-beta-CROWN's own 'Time:' "
           "(without its ~start-up).")
+    print()
+    print("Instances either tool left undecided (worst: the worst lower bound of the property's "
+          "margin left in branch and bound; domains: bounded by distcrown, visited by "
+          "alpha-beta-CROWN; '-' where it did not branch):")
+    print(open_instances(out_rows))
     return 1 if any(int(r["distcrown_wrong"]) or int(r["abcrown_wrong"]) for r in out_rows) else 0
 
 
