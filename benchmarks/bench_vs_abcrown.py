@@ -7,8 +7,9 @@ Writes a per-instance CSV (--csv) and prints one table per benchmark and model: 
 sat, unsat, timeout, wrong and median time for each tool; then one line per instance that either
 tool left undecided, with where each stopped: the worst lower bound of the property's margin left
 in branch and bound (distcrown's `worst_bound` from `verify --report`; alpha-beta-CROWN's last
-"Current (lb-rhs)" line) and the domains bounded (distcrown) or visited (alpha-beta-CROWN). A wrong answer is sat where the expected
-column (alpha-beta-CROWN's VNN-COMP 2022 verdict) says unsat, or unsat where it says sat.
+"Current (lb-rhs)" line) and the domains bounded (distcrown) or visited (alpha-beta-CROWN).
+A wrong answer is sat where the expected column (alpha-beta-CROWN's VNN-COMP 2022 verdict) says
+unsat, or unsat where it says sat.
 
 Set-up of alpha-beta-CROWN (what the committed docs/vs_abcrown.* were made with):
 
