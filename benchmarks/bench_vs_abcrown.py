@@ -218,7 +218,8 @@ def open_instances(rows):
             f"{os.path.splitext(os.path.basename(r['spec']))[0]:26s} {r['expected']:8s} "
             f"{r['distcrown_result']:9s} {cell(r.get('distcrown_worst'), '.4g'):>10s} "
             f"{cell(r.get('distcrown_domains'), '.0f'):>8s} {r['abcrown_result']:9s} "
-            f"{cell(r.get('abcrown_worst'), '.4g'):>10s} {cell(r.get('abcrown_domains'), '.0f'):>8s}")
+            f"{cell(r.get('abcrown_worst'), '.4g'):>10s} "
+            f"{cell(r.get('abcrown_domains'), '.0f'):>8s}")
     return "\n".join(lines)
 
 
