@@ -125,19 +125,19 @@ Interval CrownEngine::refine(int i, const Interval& reference) {
     return {c.lower.reshape(reference.lower.sizes()), c.upper.reshape(reference.upper.sizes())};
   }
   const at::Tensor unstable_each = (lo < 0) & (hi > 0);  // [B, n]
-  // Unstable under the reference in any batch element: [n] mask.
-  const at::Tensor unstable = unstable_each.any(0);
-  const at::Tensor rows = unstable.nonzero().reshape({-1});
-  const int64_t k = rows.numel();
-  if (k == 0) return reference;
   if ((B > 1 || unstable_only) && rows_per_element) {
     // A batch of sub-domains (branch and bound): each element bounds its own unstable neurons
     // (as it would alone), in as many rows as the most any element has, not the union's.
     const int64_t k_each = unstable_each.sum(1).max().item<int64_t>();
+    if (k_each == 0) return reference;
     Interval c = refine_each(i, reference, unstable_each, k_each);
     if (!unstable_only) return c;
     return {at::maximum(c.lower, reference.lower), at::minimum(c.upper, reference.upper)};
   }
+  // Unstable under the reference in any batch element.
+  const at::Tensor rows = unstable_each.any(0).nonzero().reshape({-1});
+  const int64_t k = rows.numel();
+  if (k == 0) return reference;
   if (double(k) > opt_.minimum_sparsity * double(n)) {
     const Interval c = neuron_rows(i, at::arange(n, index_options()));
     return {c.lower.reshape(reference.lower.sizes()), c.upper.reshape(reference.upper.sizes())};
