@@ -17,8 +17,8 @@
 # installed by scripts/setup.sh) are skipped with the reason, and keep their commit and date.
 #
 # The measured commit is HEAD: the script refuses to run with uncommitted changes under src/,
-# include/, benchmarks/ or the scripts the runs use (--allow-dirty overrides; the manifest then
-# records HEAD with a "+dirty" suffix, which the page marks as unknown until re-measured).
+# include/ or the files the runs use (`python3 scripts/results_page.py sources`; --allow-dirty
+# overrides, and the manifest then records HEAD with a "+dirty" suffix, which the page marks).
 # Timing runs want the machine otherwise idle: each run's minutes in --list assume so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,7 +50,7 @@ selected() {  # selected ID: in --only, or every part without --only
 }
 if [[ -n "$only" ]]; then
   for id in ${only//,/ }; do
-    cut -f1 <<<"$parts" | grep -qx "$id" || { echo "regenerate_results: no run '$id' (see --list)" >&2; exit 2; }
+    cut -d$'\x1f' -f1 <<<"$parts" | grep -qx "$id" || { echo "regenerate_results: no run '$id' (see --list)" >&2; exit 2; }
   done
 fi
 
@@ -80,9 +80,11 @@ done
 export F PY OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 commit=$(git rev-parse --short=7 HEAD)
-if [[ -n "$(git status --porcelain --untracked-files=no -- src include benchmarks scripts)" ]]; then
+mapfile -t measured < <(python3 scripts/results_page.py sources)
+measured+=(scripts/results_page.py scripts/plot_fsdp.py scripts/plot_tp.py scripts/plot_bab_parallel.py)
+if [[ -n "$(git status --porcelain --untracked-files=no -- "${measured[@]}")" ]]; then
   if [[ $dirty_ok == 0 ]]; then
-    git status --short -- src include benchmarks scripts >&2
+    git status --short -- "${measured[@]}" >&2
     echo "regenerate_results: uncommitted changes above; commit them first (the CSVs record the commit they measured) or pass --allow-dirty" >&2
     exit 1
   fi
@@ -107,11 +109,11 @@ while IFS=$'\x1f' read -r id minutes skip outputs run; do
   echo "== $id (about $minutes min): $(head -c 300 "$TMP/run.sh" | head -1)"
   t0=$SECONDS
   set +e
-  bash -euo pipefail "$TMP/run.sh" 2>&1 | tee "$logs/$id.log"
+  bash -euo pipefail "$TMP/run.sh" < /dev/null 2>&1 | tee "$logs/$id.log"
   rc=${PIPESTATUS[0]}
   set -e
   if [[ $rc == 0 ]]; then
-    python3 scripts/results_page.py validate "$id" "$OUT" "${full_flag[@]}" 2>&1 | tee -a "$logs/$id.log"
+    python3 scripts/results_page.py validate "$id" "$OUT" "${full_flag[@]}" < /dev/null 2>&1 | tee -a "$logs/$id.log"
     rc=${PIPESTATUS[0]}
   fi
   if [[ $rc != 0 ]]; then
@@ -128,12 +130,12 @@ while IFS=$'\x1f' read -r id minutes skip outputs run; do
   for p in "${paths[@]}"; do cp "$OUT/$(basename "$p")" "$p"; done
   python3 scripts/results_page.py stamp "$id" "$commit" "$date" "${full_flag[@]}"
   rm -rf "$OUT" "$TMP"
-  ran+=("$id: $(( (SECONDS - t0 + 30) / 60 )) min (estimated $minutes)")
+  ran+=("$id: $((SECONDS - t0)) s (estimated $minutes min)")
 done <<<"$parts"
 
 python3 scripts/results_page.py
 echo
-echo "regenerate_results: $(( (SECONDS - start_all + 30) / 60 )) min in all"
+echo "regenerate_results: $((SECONDS - start_all)) s in all"
 for r in "${ran[@]+"${ran[@]}"}"; do echo "  re-measured  $r"; done
 for s in "${skipped[@]+"${skipped[@]}"}"; do echo "  skipped      $s"; done
 if [[ ${#failed[@]} -gt 0 ]]; then

@@ -7,7 +7,7 @@ paths it describes and what scripts/regenerate_results.sh runs to measure it aga
 writes each table between `<!-- table:ID -->` and `<!-- /table:ID -->` in docs/results.md from the
 CSVs and the manifest, with a mark per part: "current" when no commit touching its source paths
 (src/ and include/, plus the part's own benchmark files) came after its commit, else "stale:
-measured N source commits ago" (uncommitted changes under those paths count as one more). It then
+measured N source commits ago" (changes staged under those paths count as one more commit). It then
 copies the headline table into README.md between `<!-- results:begin -->` and
 `<!-- results:end -->`.
 
@@ -16,6 +16,7 @@ copies the headline table into README.md between `<!-- results:begin -->` and
   python3 scripts/results_page.py --check --lenient   # ... ignoring the commit counts of the marks
                                                # (a stale table must still say stale)
   python3 scripts/results_page.py list         # the parts, fields split by \x1f (regenerate_results.sh)
+  python3 scripts/results_page.py sources      # every source path a run describes
   python3 scripts/results_page.py stamp PART COMMIT DATE [--full]   # after a part is re-measured
   python3 scripts/results_page.py validate PART DIR [--full]        # a re-measured part's CSVs
   python3 scripts/results_page.py md2csv [--header a,b] [--pad] [FILE]   # markdown table -> CSV
@@ -24,9 +25,10 @@ copies the headline table into README.md between `<!-- results:begin -->` and
   python3 scripts/results_page.py fsdp2wide [FILE]  # bench_fsdp's P = 1 rows -> wide_memory's CSV
 
 The marks depend on the git history: a commit that touches src/ or include/ changes the count of
-every table, so run this script (no arguments) before committing such a change; with the change
-still uncommitted it already counts it. In a clone that lacks a measurement commit (shallow), the
-mark says so and --check compares without the counts.
+every table. Stage such a change (git add), run this script, and commit the change with the page
+and README in one commit: staged changes count as the commit they will be (unstaged ones do not).
+`--check --lenient` passes as long as every table that is stale says so, whatever its count. In a
+clone that lacks a measurement commit (shallow), the mark says so and --check ignores the counts.
 """
 import csv
 import io
@@ -67,8 +69,8 @@ def staleness(manifest, part, cache={}):
             cache[key] = None
         else:
             n = int(git("rev-list", "--count", part["commit"] + "..HEAD", "--", *paths) or 0)
-            dirty = git("status", "--porcelain", "--untracked-files=no", "--", *paths)
-            cache[key] = n + (1 if dirty else 0)
+            staged = subprocess.run(["git", "-C", ROOT, "diff", "--cached", "--quiet", "--", *paths])
+            cache[key] = n + (1 if staged.returncode == 1 else 0)
     return cache[key]
 
 
@@ -107,8 +109,11 @@ def csv_paths(part):
     return c if isinstance(c, list) else [c]
 
 
+CSV_OVERRIDE = {}  # docs path -> a re-measured CSV not yet in place (validate)
+
+
 def read_csv(path):
-    with open(os.path.join(ROOT, path), newline="") as f:
+    with open(CSV_OVERRIDE.get(path, os.path.join(ROOT, path)), newline="") as f:
         return list(csv.DictReader(f))
 
 
@@ -571,7 +576,8 @@ def s_verify_solved(P, arg):
     openi = [f"{os.path.basename(r['model'])[:-5]} {os.path.basename(r['spec'])[:-7]}"
              for r in rs if r["got"] not in ("sat", "unsat")]
     tail = f" (open: {', '.join(openi)})" if len(openi) <= 3 else ""
-    return f"{c['solved']}/{c['n']}, {sum(int(r['wrong']) for r in rs)} wrong{tail}"
+    cap = max(num(r["timeout_used"]) for r in rs)
+    return f"{c['solved']}/{c['n']} at {cap:g} s, {sum(int(r['wrong']) for r in rs)} wrong{tail}"
 
 
 def s_vs_abcrown(P, arg):
@@ -629,7 +635,7 @@ def s_fsdp(P, arg):
     return (f"FSDP per-rank peak over one process's, MLPs ({', '.join(mlps)}) only: "
             f"{rng(pick('fsdp', '2', True))} at P = 2, {rng(pick('fsdp', '4', True))} at P = 4; "
             f"the conv net {rng(pick('fsdp', '2', False) + pick('fsdp', '4', False))}; "
-            f"FSDP + spec-parallel on the MLPs down to {min(both):.2f}×")
+            + (f"FSDP + spec-parallel on the MLPs down to {min(both):.2f}×" if both else ""))
 
 
 def s_tp(P, arg):
@@ -710,7 +716,13 @@ def render_summary_table(m, entries, header, link_prefix=""):
 # ---- the page --------------------------------------------------------------------------------
 
 def part_line(m, p):
-    cmd = "; ".join(f"`{c}`" for c in p["command"])
+    outs = {os.path.basename(x): x for x in csv_paths(p) + p.get("also", [])}
+    shown = []
+    for c in p["command"]:  # a re-measured run's command writes to $OUT/NAME: show docs/NAME
+        for name, path in outs.items():
+            c = c.replace("$OUT/" + name, path)
+        shown.append(c)
+    cmd = "; ".join(f"`{c}`" for c in shown)
     outs = ", ".join(f"`{c}`" for c in csv_paths(p))
     line = f"{cmd} → {outs} · commit `{p['commit']}` · {p['date']} · {mark(m, p)}"
     if p.get("origin"):
@@ -853,6 +865,12 @@ def cmd_validate(part_id, folder, full):
         if n is not None and len(got) != n:
             raise SystemExit(f"results_page: {part_id}: {os.path.basename(path)} has {len(got)} "
                              f"rows, {n} expected (a run failed or printed no row)")
+        CSV_OVERRIDE[path] = new
+    try:  # the page must render from the new CSVs before they replace the old ones
+        blocks(m)
+    except Exception as e:  # noqa: BLE001 (any failure to read them is the run's)
+        raise SystemExit(f"results_page: {part_id}: the page cannot be rendered from the new "
+                         f"CSVs: {type(e).__name__}: {e}")
     return 0
 
 
@@ -956,7 +974,22 @@ def cmd_fsdp2wide(args):
     return 0
 
 
+def cmd_sources():
+    """Every path some run describes (src/, include/ and the runs' own files), one a line."""
+    m = load_manifest()
+    seen = []
+    for t in m["tables"]:
+        for p in t["parts"]:
+            for path in source_paths(m, p):
+                if path not in seen:
+                    seen.append(path)
+    print("\n".join(seen))
+    return 0
+
+
 def main(argv):
+    if argv and argv[0] == "sources":
+        return cmd_sources()
     if argv and argv[0] == "fsdp2wide":
         return cmd_fsdp2wide(argv[1:])
     if argv and argv[0] == "list":
