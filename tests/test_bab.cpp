@@ -41,6 +41,7 @@
 #include "distcrown/ops/linear.hpp"
 #include "distcrown/ops/relu.hpp"
 #include "distcrown/util/enum_names.hpp"
+#include "distcrown/util/error.hpp"
 #include "distcrown/util/memory.hpp"
 #include "fixtures.hpp"
 #include "onnx_builder.hpp"
@@ -400,10 +401,12 @@ TEST(BetaSplit, RejectsSplitsThatAreNotReluNeurons) {
   const Net net = build(layers);
   const InputBox box{at::zeros({1, 3}), at::ones({1, 3})};
   const at::Tensor C = at::eye(2);
-  EXPECT_ANY_THROW(bab::split_domain_lower_bound(net.graph, box, C, {{net.pres[0], 0, false}}, 0));
-  EXPECT_ANY_THROW(bab::split_domain_lower_bound(net.graph, box, C, {{net.relus[0], 6, false}}, 0));
-  EXPECT_ANY_THROW(
-      bab::split_domain_lower_bound(net.graph, box, C, {{net.relus[0], -1, false}}, 0));
+  EXPECT_THROW(bab::split_domain_lower_bound(net.graph, box, C, {{net.pres[0], 0, false}}, 0),
+               InvalidArgument);
+  EXPECT_THROW(bab::split_domain_lower_bound(net.graph, box, C, {{net.relus[0], 6, false}}, 0),
+               InvalidArgument);
+  EXPECT_THROW(bab::split_domain_lower_bound(net.graph, box, C, {{net.relus[0], -1, false}}, 0),
+               InvalidArgument);
 }
 
 // ---------------------------------------------------------------------------------------------
