@@ -839,8 +839,9 @@ TEST(ReluBab, JoinedDisjunctsAreProvedTogether) {
 }
 
 // ReLU splitting on a network that also has a relaxed node it does not split (a Sigmoid between
-// ReLU layers): the Sigmoid's input gets CROWN bounds over each batch of domains, and branch and
-// bound runs rounds instead of failing for want of them.
+// ReLU layers): the Sigmoid's input gets CROWN bounds over each batch of domains, branch and
+// bound runs rounds instead of failing for want of them, and the bound they prove lies between
+// α-CROWN's and the sampled minimum.
 TEST(ReluBab, RunsRoundsThroughAnUnsplitSigmoid) {
   at::Generator gen = at::detail::createCPUGenerator(5);
   testing::OnnxBuilder b;
@@ -882,6 +883,15 @@ TEST(ReluBab, RunsRoundsThroughAnUnsplitSigmoid) {
   EXPECT_NE(status(r), "falsified") << "the property holds below the sampled minimum";
   EXPECT_GE(r.rounds, 1) << status(r) << ": " << r.reason;
   EXPECT_GT(r.domains_bounded, 1);
+  // Stopped by the round limit, the search leaves its worst domain value, lb(Y_0) − rhs: rhs plus
+  // it is the lower bound of Y_0 over the box that the rounds proved. Sound, it lies at or below
+  // the sampled minimum; and the rounds refine α-CROWN's root bound, never loosen it.
+  ASSERT_EQ(status(r), "unknown") << r.reason;
+  const double proved = rhs + r.worst_value;
+  EXPECT_LE(proved, minimum + kTol * std::max(1.0, std::abs(minimum)))
+      << "bound " << fmt(proved) << " above the sampled minimum " << fmt(minimum);
+  EXPECT_GE(proved, alpha_lower - kTol * std::max(1.0, std::abs(alpha_lower)))
+      << "bound " << fmt(proved) << " below alpha-CROWN's root bound " << fmt(alpha_lower);
 }
 
 TEST(ReluBab, DeterministicRunsAgree) {
