@@ -10,11 +10,16 @@ set -euo pipefail
 TORCH_VERSION=2.11.0
 PY_PACKAGES=("torch==${TORCH_VERSION}" "numpy" "scikit-learn" "onnx" "matplotlib")
 APT_PACKAGES=(libonnx-dev libprotobuf-dev protobuf-compiler libopenmpi-dev openmpi-bin
-  nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev cmake g++ python3-venv)
+  nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev cmake g++ python3-venv
+  ccache clang-tidy)
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${DISTCROWN_VENV:-${HOME}/.cache/distcrown/venv-torch-${TORCH_VERSION}}"
 BUILD_DIR="${DISTCROWN_BUILD_DIR:-${ROOT}/build}"
+# The compiler cache lives beside the virtual environment, outside the clone, so that every clone
+# (CI's included) and every build tree (build/, build-asan/) shares it. scripts/ccache_env.sh is
+# the one place that names it.
+source "${ROOT}/scripts/ccache_env.sh"
 
 step() { echo "[setup] $*" >&2; }
 fail() { echo "[setup] FAILED at step: $*" >&2; exit 1; }
@@ -61,7 +66,7 @@ if [ "${DISTCROWN_SKIP_BUILD:-0}" != "1" ]; then
   step "configuring ${BUILD_DIR}"
   cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-Release}" \
     -DCMAKE_PREFIX_PATH="${TORCH_PREFIX}" -DDISTCROWN_PYTHON="${PY}" \
-    -DDISTCROWN_WERROR="${DISTCROWN_WERROR:-ON}" || fail "cmake configure"
+    -DDISTCROWN_WERROR="${DISTCROWN_WERROR:-ON}" "${DISTCROWN_CCACHE_ARGS[@]}" || fail "cmake configure"
   step "building"
   cmake --build "$BUILD_DIR" -j"$(nproc)" || fail "cmake build"
 fi

@@ -1,13 +1,36 @@
 #!/usr/bin/env bash
 # clang-tidy (checks in .clang-tidy, warnings are errors) over the project's own sources, using
-# the compile database of build/ (made by scripts/setup.sh). Usage: bash scripts/tidy.sh [files]
+# the compile database of build/ (made by scripts/setup.sh).
+#   bash scripts/tidy.sh              every source
+#   bash scripts/tidy.sh --changed    the sources changed since the last commit that passed on a
+#                                     clean tree, and those that include a changed header
+#                                     (scripts/tidy_changed.py); every source without a record
+#   bash scripts/tidy.sh FILE...      these files
+# A run that checks every file it had to and finds nothing, on a work tree without uncommitted
+# changes to tracked files, records HEAD in ${DISTCROWN_CACHE}/tidy-passed (outside the clone,
+# beside the virtual environment, so that the next clone of a later commit starts from it).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-if (($#)); then
+CACHE="${DISTCROWN_CACHE:-${HOME}/.cache/distcrown}"
+RECORD="${CACHE}/tidy-passed"
+mapfile -t all < <(git ls-files 'src/*.cpp' 'tests/*.cpp' 'benchmarks/*.cpp' | grep -v install_consumer)
+# A new clang-tidy or new checks invalidate the record.
+export DISTCROWN_TIDY_FINGERPRINT
+DISTCROWN_TIDY_FINGERPRINT="$( (clang-tidy --version; cat .clang-tidy) | sha256sum | cut -c1-16)"
+mode=all
+if [[ "${1:-}" == "--changed" ]]; then
+  mode=changed
+  mapfile -t files < <(python3 scripts/tidy_changed.py "$RECORD" build "${all[@]}")
+elif (($#)); then
+  mode=given
   files=("$@")
 else
-  mapfile -t files < <(git ls-files 'src/*.cpp' 'tests/*.cpp' 'benchmarks/*.cpp' | grep -v install_consumer)
+  files=("${all[@]}")
+fi
+if ((${#files[@]} == 0)); then
+  echo "clang-tidy: no source changed since $(cut -d' ' -f1 "$RECORD") passed"
+  exit 0
 fi
 log="$(mktemp)"
 # clang-tidy exits non-zero on findings; the log decides.
@@ -17,4 +40,7 @@ if grep -qE "(warning|error):" "$log"; then
   echo "clang-tidy: findings above" >&2
   exit 1
 fi
-echo "clang-tidy: clean (${#files[@]} files)"
+echo "clang-tidy: clean (${#files[@]} of ${#all[@]} files)"
+if [[ "$mode" != "given" ]] && git diff --quiet HEAD -- && mkdir -p "$CACHE"; then
+  echo "$(git rev-parse HEAD) ${DISTCROWN_TIDY_FINGERPRINT}" >"$RECORD"
+fi

@@ -76,18 +76,15 @@ class VerifyMpi : public ::testing::Test {
     return testing::read_json(report);
   }
 
-  // Runs `args` at one process and at every layout of the issue: the same verdict, domains
-  // bounded and worst bound (1e-5 relative: a bound's last bits depend on its batch), the
-  // per-group counts summing to the total; `every_group_works`: each group bounded some.
-  void expect_same_search_at_every_layout(const std::string& args, bool every_group_works,
-                                          const std::vector<Layout>& more = {}) {
+  // Runs `args` at one process and at each of `layouts`: the same verdict, domains bounded and
+  // worst bound (1e-5 relative: a bound's last bits depend on its batch), the per-group counts
+  // summing to the total; `every_group_works`: each group bounded some.
+  void expect_same_search_at_layouts(const std::string& args, bool every_group_works,
+                                     const std::vector<Layout>& layouts) {
     const json one = verify({1, 1, "none"}, args);
     ASSERT_EQ(one["result"], "unknown") << one.dump();
     ASSERT_GT(one["domains_bounded"].get<int64_t>(), 8);
     ASSERT_FALSE(one["worst_bound"].is_null());
-    std::vector<Layout> layouts{Layout{2, 2, "none"}, Layout{2, 1, "fsdp"}, Layout{4, 4, "none"},
-                                Layout{4, 2, "fsdp"}};
-    layouts.insert(layouts.end(), more.begin(), more.end());
     for (const Layout& layout : layouts) {
       SCOPED_TRACE(layout.name());
       const json j = verify(layout, args);
@@ -125,6 +122,11 @@ class VerifyMpi : public ::testing::Test {
     }
   }
 
+  void expect_last_group_finds_the_counterexample(int ranks);
+  void expect_spec_parallel_round_finds_the_counterexample(const Layout& layout);
+  void expect_idle_groups_finish_the_round(const std::vector<Layout>& layouts);
+  void expect_timeout_ends_every_rank(const Layout& layout, const std::string& instance);
+
   // The same search as `one`: verdict, domains bounded and worst bound (1e-5 relative: a bound's
   // last bits depend on the batch it was bounded in).
   static void expect_same_search(const json& j, const json& one) {
@@ -138,21 +140,34 @@ class VerifyMpi : public ::testing::Test {
   testing::TempDir dir_;
 };
 
-TEST_F(VerifyMpi, DeterministicRunsAgreeAtEveryLayout) {
+// The branch-and-bound instance of the layout tests: mnist_256x4's hard property, four rounds.
+std::string deterministic_relu_rounds() {
+  return hard() + " --deterministic --max-rounds 4 --bab-batch-size 8";
+}
+
+TEST_F(VerifyMpi, DeterministicRunsAgreeAtTwoRanks) {
   DISTCROWN_REQUIRE_FIXTURES();
-  // Spec-parallel: the ranks of a group share each batch (FSB's trial children too), the
-  // weights FSDP-sharded or replicated; (4, 2) shares batches inside two groups. Tensor
-  // parallel: every rank of a group bounds its neurons of the zones, domains keep every neuron.
-  expect_same_search_at_every_layout(
-      hard() + " --deterministic --max-rounds 4 --bab-batch-size 8", false,
-      {Layout{2, 1, "fsdp", true}, Layout{2, 1, "none", true}, Layout{4, 2, "fsdp", true},
-       Layout{2, 1, "tp-exact"}, Layout{4, 2, "tp-exact"}});
+  // Two groups of one rank; one group whose two ranks share the weights (FSDP), each batch
+  // (spec-parallel: FSB's trial children too, the weights FSDP-sharded or replicated), or the
+  // neurons of the zones (tensor parallel: domains keep every neuron).
+  expect_same_search_at_layouts(
+      deterministic_relu_rounds(), false,
+      {Layout{2, 2, "none"}, Layout{2, 1, "fsdp"}, Layout{2, 1, "fsdp", true},
+       Layout{2, 1, "none", true}, Layout{2, 1, "tp-exact"}});
   // Refreshed intermediate bounds over tensor-parallel layers: the same search too.
   const std::string refresh =
       hard() + " --deterministic --max-rounds 3 --bab-batch-size 8 --bab-intermediate refresh";
   const json one = verify({1, 1, "none"}, refresh);
   const json tp = verify({2, 1, "tp-exact"}, refresh);
   expect_same_search(tp, one);
+}
+
+TEST_F(VerifyMpi, DeterministicRunsAgreeAtFourRanks) {
+  DISTCROWN_REQUIRE_FIXTURES();
+  // Four groups; two groups of two ranks sharing weights, batches or zones.
+  expect_same_search_at_layouts(deterministic_relu_rounds(), false,
+                                {Layout{4, 4, "none"}, Layout{4, 2, "fsdp"},
+                                 Layout{4, 2, "fsdp", true}, Layout{4, 2, "tp-exact"}});
 }
 
 TEST_F(VerifyMpi, SpecParallelAgreesWithoutDeterministic) {
@@ -185,13 +200,17 @@ TEST_F(VerifyMpi, TensorParallelDecidesAsOneProcess) {
   }
 }
 
-TEST_F(VerifyMpi, InputSplittingAgreesAtEveryLayout) {
+// ACAS Xu 4_2 property 2: undecided in 116 s (a timeout in the fixtures' results too), six rounds.
+std::string deterministic_input_rounds() {
+  return acas("4_2", 2) + " --deterministic --max-rounds 6 --bab-batch-size 8";
+}
+
+TEST_F(VerifyMpi, InputSplittingAgreesAtTwoRanks) {
   DISTCROWN_REQUIRE_FIXTURES();
-  // ACAS Xu 4_2 property 2: undecided in 116 s (a timeout in the fixtures' results too). The
-  // groups share the boxes: every group bounds some, and none twice.
-  expect_same_search_at_every_layout(
-      acas("4_2", 2) + " --deterministic --max-rounds 6 --bab-batch-size 8", true,
-      {Layout{2, 1, "tp-exact"}});
+  // The groups share the boxes: every group bounds some, and none twice.
+  expect_same_search_at_layouts(
+      deterministic_input_rounds(), true,
+      {Layout{2, 2, "none"}, Layout{2, 1, "fsdp"}, Layout{2, 1, "tp-exact"}});
   // Proved: the same boxes at (2, 2) as at one process.
   const std::string proved = acas("1_9", 2) + " --deterministic --timeout 120";
   const json unsat_one = verify({1, 1, "none"}, proved);
@@ -201,62 +220,89 @@ TEST_F(VerifyMpi, InputSplittingAgreesAtEveryLayout) {
   EXPECT_EQ(unsat_two["domains_bounded"], unsat_one["domains_bounded"]);
 }
 
-TEST_F(VerifyMpi, ACounterexampleFoundByTheLastGroupEndsEveryRank) {
+TEST_F(VerifyMpi, InputSplittingAgreesAtFourRanks) {
   DISTCROWN_REQUIRE_FIXTURES();
-  // ACAS Xu 2_1 property 2 is sat; with attack seed 1 the attack misses and input splitting finds
-  // a counterexample after 15 boxes, in a round where the last group bounds it (deterministic:
-  // the plan and the boxes' ids do not depend on timing; a change to the bounds may move it to
-  // another group, and then another batch size restores the case).
+  expect_same_search_at_layouts(deterministic_input_rounds(), true,
+                                {Layout{4, 4, "none"}, Layout{4, 2, "fsdp"}});
+}
+
+// ACAS Xu 2_1 property 2 is sat; with attack seed 1 the attack misses and input splitting finds a
+// counterexample after 15 boxes, in a round where the last group bounds it (deterministic: the
+// plan and the boxes' ids do not depend on timing; a change to the bounds may move it to another
+// group, and then another batch size restores the case). One group per rank.
+void VerifyMpi::expect_last_group_finds_the_counterexample(int ranks) {
   const std::string args = acas("2_1", 2) + " --deterministic --seed 1 --bab-batch-size 4";
   const json one = verify({1, 1, "none"}, args);
   ASSERT_EQ(one["result"], "sat") << one.dump();
-  for (const Layout& layout : {Layout{2, 2, "none"}, Layout{4, 4, "none"}}) {
-    SCOPED_TRACE(layout.name());
-    Result r;
-    const json j = verify(layout, args, &r);
-    EXPECT_EQ(j["result"], "sat");
-    EXPECT_EQ(j["domains_bounded"], one["domains_bounded"]);
-    EXPECT_EQ(j["counterexample_group"], layout.groups - 1) << j.dump();
-    EXPECT_EQ(r.out.rfind("sat\n", 0), 0U) << r.out;  // rank 0 writes the answer
-  }
+  const Layout layout{ranks, ranks, "none"};
+  Result r;
+  const json j = verify(layout, args, &r);
+  EXPECT_EQ(j["result"], "sat");
+  EXPECT_EQ(j["domains_bounded"], one["domains_bounded"]);
+  EXPECT_EQ(j["counterexample_group"], layout.groups - 1) << j.dump();
+  EXPECT_EQ(r.out.rfind("sat\n", 0), 0U) << r.out;  // rank 0 writes the answer
 }
 
-TEST_F(VerifyMpi, ACounterexampleFoundInASpecParallelRoundEndsEveryRank) {
+TEST_F(VerifyMpi, ACounterexampleFoundByTheLastGroupEndsEveryRankAtTwoRanks) {
   DISTCROWN_REQUIRE_FIXTURES();
-  // mnist_256x4 image 6 at ε = 0.05 is sat, found in branch and bound after a few hundred
-  // domains. Under spec-parallel each rank bounds its own children, and the box corners of
-  // every rank's are checked by all of them in one process's order: the same round finds it.
+  expect_last_group_finds_the_counterexample(2);
+}
+
+TEST_F(VerifyMpi, ACounterexampleFoundByTheLastGroupEndsEveryRankAtFourRanks) {
+  DISTCROWN_REQUIRE_FIXTURES();
+  expect_last_group_finds_the_counterexample(4);
+}
+
+// mnist_256x4 image 6 at ε = 0.05 is sat, found in branch and bound after a few hundred domains.
+// Under spec-parallel each rank bounds its own children, and the box corners of every rank's are
+// checked by all of them in one process's order: the same round finds it.
+void VerifyMpi::expect_spec_parallel_round_finds_the_counterexample(const Layout& layout) {
   const std::string args =
       problem("mnist_256x4.onnx", "mnist_prop_6_0.05.vnnlib") + " --deterministic --timeout 120";
   const json one = verify({1, 1, "none"}, args);
   ASSERT_EQ(one["result"], "sat") << one.dump();
   ASSERT_GT(one["domains_bounded"].get<int64_t>(), 8) << one.dump();
-  for (const Layout& layout : {Layout{2, 1, "fsdp", true}, Layout{4, 2, "fsdp", true}}) {
-    SCOPED_TRACE(layout.name());
-    Result r;
-    const json j = verify(layout, args, &r);
-    EXPECT_EQ(j["result"], "sat") << j.dump();
-    EXPECT_EQ(r.out.rfind("sat\n", 0), 0U) << r.out;  // rank 0 writes the answer
-    if (layout.groups == 1) {
-      EXPECT_EQ(j["domains_bounded"], one["domains_bounded"]);
-    }
+  Result r;
+  const json j = verify(layout, args, &r);
+  EXPECT_EQ(j["result"], "sat") << j.dump();
+  EXPECT_EQ(r.out.rfind("sat\n", 0), 0U) << r.out;  // rank 0 writes the answer
+  if (layout.groups == 1) {
+    EXPECT_EQ(j["domains_bounded"], one["domains_bounded"]);
   }
 }
 
-TEST_F(VerifyMpi, GroupsThatGetNoDomainStillFinishTheRound) {
+TEST_F(VerifyMpi, ACounterexampleFoundInASpecParallelRoundEndsEveryRankAtTwoRanks) {
   DISTCROWN_REQUIRE_FIXTURES();
-  // One domain a round among two or four groups: all but one sit out every round. Under
-  // spec-parallel the ranks of a group hold the domains (each keeps those it bounded): one rank
-  // bounds the round's domain, the others pad the same passes with the spare domain and drop their
-  // results.
+  expect_spec_parallel_round_finds_the_counterexample(Layout{2, 1, "fsdp", true});
+}
+
+TEST_F(VerifyMpi, ACounterexampleFoundInASpecParallelRoundEndsEveryRankAtFourRanks) {
+  DISTCROWN_REQUIRE_FIXTURES();
+  expect_spec_parallel_round_finds_the_counterexample(Layout{4, 2, "fsdp", true});
+}
+
+// One domain a round among two or four groups: all but one sit out every round. Under
+// spec-parallel the ranks of a group hold the domains (each keeps those it bounded): one rank
+// bounds the round's domain, the others pad the same passes with the spare domain and drop their
+// results.
+void VerifyMpi::expect_idle_groups_finish_the_round(const std::vector<Layout>& layouts) {
   const std::string args = hard() + " --deterministic --max-rounds 3 --bab-batch-size 1";
   const json one = verify({1, 1, "none"}, args);
-  for (const Layout& layout : {Layout{2, 2, "none"}, Layout{4, 4, "none"},
-                               Layout{2, 1, "fsdp", true}, Layout{4, 2, "fsdp", true}}) {
+  for (const Layout& layout : layouts) {
     SCOPED_TRACE(layout.name());
     const json j = verify(layout, args);
     expect_same_search(j, one);
   }
+}
+
+TEST_F(VerifyMpi, GroupsThatGetNoDomainStillFinishTheRoundAtTwoRanks) {
+  DISTCROWN_REQUIRE_FIXTURES();
+  expect_idle_groups_finish_the_round({Layout{2, 2, "none"}, Layout{2, 1, "fsdp", true}});
+}
+
+TEST_F(VerifyMpi, GroupsThatGetNoDomainStillFinishTheRoundAtFourRanks) {
+  DISTCROWN_REQUIRE_FIXTURES();
+  expect_idle_groups_finish_the_round({Layout{4, 4, "none"}, Layout{4, 2, "fsdp", true}});
 }
 
 TEST_F(VerifyMpi, SpecParallelRanksKeepTheirOwnDomains) {
@@ -287,19 +333,27 @@ TEST_F(VerifyMpi, UnsatAgreesAcrossRanks) {
   EXPECT_EQ(two["domains_bounded"], one["domains_bounded"]);
 }
 
-TEST_F(VerifyMpi, ATimeoutInTheMiddleOfARoundEndsEveryRankTogether) {
+// A six-second timeout lands in the middle of a round: every rank stops by 7 s, rank 0 alone
+// answers.
+void VerifyMpi::expect_timeout_ends_every_rank(const Layout& layout, const std::string& instance) {
+  SCOPED_TRACE(layout.name() + " " + instance);
+  Result r;
+  const json j = verify(layout, instance + " --timeout 6", &r);
+  EXPECT_EQ(j["result"], "timeout");
+  EXPECT_LT(j["time_s"].get<double>(), 7.0);
+  EXPECT_EQ(r.out, "timeout\n");
+}
+
+TEST_F(VerifyMpi, ATimeoutInTheMiddleOfARoundEndsEveryRankTogetherAtTwoRanks) {
   DISTCROWN_REQUIRE_FIXTURES();
-  for (const auto& [layout, instance] :
-       {std::pair{Layout{2, 2, "none"}, hard()}, std::pair{Layout{4, 2, "fsdp"}, hard()},
-        std::pair{Layout{2, 1, "fsdp", true}, hard()},
-        std::pair{Layout{2, 2, "none"}, acas("4_2", 2)}}) {
-    SCOPED_TRACE(layout.name() + " " + instance);
-    Result r;
-    const json j = verify(layout, instance + " --timeout 6", &r);
-    EXPECT_EQ(j["result"], "timeout");
-    EXPECT_LT(j["time_s"].get<double>(), 7.0);
-    EXPECT_EQ(r.out, "timeout\n");  // rank 0 alone answers
-  }
+  expect_timeout_ends_every_rank(Layout{2, 2, "none"}, hard());
+  expect_timeout_ends_every_rank(Layout{2, 1, "fsdp", true}, hard());
+  expect_timeout_ends_every_rank(Layout{2, 2, "none"}, acas("4_2", 2));
+}
+
+TEST_F(VerifyMpi, ATimeoutInTheMiddleOfARoundEndsEveryRankTogetherAtFourRanks) {
+  DISTCROWN_REQUIRE_FIXTURES();
+  expect_timeout_ends_every_rank(Layout{4, 2, "fsdp"}, hard());
 }
 
 TEST_F(VerifyMpi, AKilledRankEndsTheJobWithAnError) {
