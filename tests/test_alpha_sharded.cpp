@@ -8,7 +8,8 @@
 // rank counts stay within a few minutes on two busy cores). The ViT runs in float64: in float32
 // Adam's first steps, lr·g/(|g| + 1e-8), turn the last-bit differences of its gradients near
 // 1e-8 (rows summed in another order) into α that differ by about 1e-2, and its bounds by up to
-// 3.8e-4 (docs/results.md, "α-CROWN under sharding"); in float64 they agree within 1e-11.
+// 3.8e-4 (docs/archive/results-2026.md, "α-CROWN under sharding"); in float64 they agree within
+// 1e-11.
 #include <fstream>
 #include <iterator>
 #include <map>
