@@ -545,21 +545,31 @@ def s_alpha(P, arg):
             f"bounds looser than CROWN, {sum(int(r['unsound']) for r in rs)} unsound")
 
 
+def ratio_ranges(part):
+    """The ranges of a part's `ratio` column over its CROWN and its α-CROWN rows."""
+    rs = rows(part)
+    return tuple(rng([num(r["ratio"]) for r in rs if r["method"] == m])
+                 for m in ("crown", "alpha_crown"))
+
+
 def s_vs_auto_lirpa(P, arg):
-    rs = rows(P["vs_auto_lirpa"])
-    c = [num(r["ratio"]) for r in rs if r["method"] == "crown"]
-    a = [num(r["ratio"]) for r in rs if r["method"] == "alpha_crown"]
-    return (f"our time over auto_LiRPA's on this CPU: CROWN {rng(c)}, α-CROWN {rng(a)} "
+    c, a = ratio_ranges(P["vs_auto_lirpa"])
+    return (f"our time over auto_LiRPA's on this CPU: CROWN {c}, α-CROWN {a} "
             f"(oval21 CNN, cifar10 ResNet-2B)")
+
+
+def model_rows(P, part_id, model):
+    """The rows of a verify part for one model (or benchmark name)."""
+    groups = verify_groups(P[part_id])
+    return next(v for (b, mdl), v in groups.items() if mdl.startswith(model) or b == model)
 
 
 def s_verify(P, arg):
     """arg: 'part_id:model[,model]' -> 'model: solved/n (sat, unsat), wrong, time'."""
     part_id, models = arg.split(":")
-    groups = verify_groups(P[part_id])
     out = []
     for model in models.split(","):
-        rs = next(v for (b, mdl), v in groups.items() if mdl.startswith(model) or b == model)
+        rs = model_rows(P, part_id, model)
         c = verify_counts(rs)
         wrong = sum(int(r["wrong"]) for r in rs)
         cap = max(num(r["timeout_used"]) for r in rs)
@@ -570,8 +580,7 @@ def s_verify(P, arg):
 
 def s_verify_solved(P, arg):
     part_id, model = arg.split(":")
-    groups = verify_groups(P[part_id])
-    rs = next(v for (b, mdl), v in groups.items() if mdl.startswith(model) or b == model)
+    rs = model_rows(P, part_id, model)
     c = verify_counts(rs)
     openi = [f"{os.path.basename(r['model'])[:-5]} {os.path.basename(r['spec'])[:-7]}"
              for r in rs if r["got"] not in ("sat", "unsat")]
@@ -609,10 +618,8 @@ def s_wide_memory(P, arg):
 
 
 def s_patches_memory(P, arg):
-    rs = rows(P["patches_memory"])
-    c = [num(r["ratio"]) for r in rs if r["method"] == "crown"]
-    a = [num(r["ratio"]) for r in rs if r["method"] == "alpha_crown"]
-    return (f"patches A over dense A, peak tensors: CROWN {rng(c)}, α-CROWN {rng(a)} "
+    c, a = ratio_ranges(P["patches_memory"])
+    return (f"patches A over dense A, peak tensors: CROWN {c}, α-CROWN {a} "
             f"(oval21 CNN and cifar10 ResNet-2B, fixture and random weights)")
 
 
@@ -911,9 +918,14 @@ def cmd_md2csv(args):
         out.append(cells)
     if header is None or not out:
         raise SystemExit("md2csv: no markdown table with rows in the input")
+    return write_csv(header, out)
+
+
+def write_csv(header, table):
+    """Writes a converted table to stdout (the converters' output)."""
     w = csv.writer(sys.stdout, lineterminator="\n")
     w.writerow(header)
-    w.writerows(out)
+    w.writerows(table)
     return 0
 
 
@@ -934,10 +946,7 @@ def cmd_txt2csv(args):
         out.append([c.strip() for c in cells])
     if not out:
         raise SystemExit("txt2csv: no rows in the input")
-    w = csv.writer(sys.stdout, lineterminator="\n")
-    w.writerow(header)
-    w.writerows(out)
-    return 0
+    return write_csv(header, out)
 
 
 def cmd_fuzz2csv(args):

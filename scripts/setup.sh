@@ -5,6 +5,7 @@
 # Idempotent: a second run finds everything present and does no network work.
 # LibTorch comes from PyPI's torch==2.11.0 in a virtual environment kept outside the clone
 # (keyed by the pinned versions) so CI clones reuse it; override with DISTCROWN_VENV.
+# The compiler cache (ccache, scripts/ccache_env.sh) lives beside it, for the same reason.
 set -euo pipefail
 
 TORCH_VERSION=2.11.0
