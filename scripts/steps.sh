@@ -29,14 +29,14 @@ _distcrown_print_steps() {
   ((${#_distcrown_step_names[@]})) || return "$rc"
   {
     echo
-    printf '%-52s %8s  %s\n' "step" "seconds" "status"
-    printf '%-52s %8s  %s\n' "----" "-------" "------"
+    printf '%-66s %8s  %s\n' "step" "seconds" "status"
+    printf '%-66s %8s  %s\n' "----" "-------" "------"
     local i
     for i in "${!_distcrown_step_names[@]}"; do
-      printf '%-52s %8s  %s\n' "${_distcrown_step_names[$i]}" "${_distcrown_step_secs[$i]}" \
+      printf '%-66s %8s  %s\n' "${_distcrown_step_names[$i]}" "${_distcrown_step_secs[$i]}" \
         "${_distcrown_step_status[$i]}"
     done
-    printf '%-52s %8s\n' "total" "$((SECONDS - _distcrown_steps_start))"
+    printf '%-66s %8s\n' "total" "$((SECONDS - _distcrown_steps_start))"
   } >&2
   return "$rc"
 }
