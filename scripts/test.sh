@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The tests, in two tiers (docs/testing.md lists what each holds and when to run it):
-#   bash scripts/test.sh          the quick tier: the README's test command and CI's (< 25 min
-#                                 with a warm compiler cache on the 2-core machine)
+#   bash scripts/test.sh          the quick tier: the README's test command and CI's (12 min
+#                                 with warm caches on the 2-core machine, 55 min cold)
 #   bash scripts/test.sh --all    both tiers: 4-rank layouts, fault tests, the large fixtures,
 #                                 the whole suite under ASan/UBSan, clang-tidy on every file,
-#                                 install_consumer (about two hours; before a change to the
-#                                 distributed runtime, the sanitizer set-up or the build lands)
+#                                 install_consumer (before a change to the distributed runtime,
+#                                 the sanitizer set-up or the build lands)
 # Further arguments go to ctest (e.g. -R test_cli). Each step is timed; the table of steps is
 # printed at the end, also when a step fails. Tests that need ../shared/fixtures skip with a
 # message where it is absent (DISTCROWN_REQUIRE_FIXTURES=1 makes them fail instead).

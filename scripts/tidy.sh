@@ -21,15 +21,25 @@ DISTCROWN_TIDY_FINGERPRINT="$( (clang-tidy --version; cat .clang-tidy) | sha256s
 mode=all
 if [[ "${1:-}" == "--changed" ]]; then
   mode=changed
-  mapfile -t files < <(python3 scripts/tidy_changed.py "$RECORD" build "${all[@]}")
+  # Through a file, so that a failure of the selection fails this script.
+  selection="$(mktemp)"
+  python3 scripts/tidy_changed.py "$RECORD" build "${all[@]}" >"$selection"
+  mapfile -t files <"$selection"
 elif (($#)); then
   mode=given
   files=("$@")
 else
   files=("${all[@]}")
 fi
+# Records HEAD as passed, where the work tree has no uncommitted change to a tracked file.
+record_pass() {
+  if [[ "$mode" != "given" ]] && git diff --quiet HEAD -- && mkdir -p "$CACHE"; then
+    echo "$(git rev-parse HEAD) ${DISTCROWN_TIDY_FINGERPRINT}" >"$RECORD"
+  fi
+}
 if ((${#files[@]} == 0)); then
   echo "clang-tidy: no source changed since $(cut -d' ' -f1 "$RECORD") passed"
+  record_pass
   exit 0
 fi
 log="$(mktemp)"
@@ -41,6 +51,4 @@ if grep -qE "(warning|error):" "$log"; then
   exit 1
 fi
 echo "clang-tidy: clean (${#files[@]} of ${#all[@]} files)"
-if [[ "$mode" != "given" ]] && git diff --quiet HEAD -- && mkdir -p "$CACHE"; then
-  echo "$(git rev-parse HEAD) ${DISTCROWN_TIDY_FINGERPRINT}" >"$RECORD"
-fi
+record_pass
