@@ -14,10 +14,17 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 CACHE="${DISTCROWN_CACHE:-${HOME}/.cache/distcrown}"
 RECORD="${CACHE}/tidy-passed"
+# The pinned clang-tidy of the virtual environment (scripts/setup.sh installs it).
+VENV="$(cat .venv-path 2>/dev/null || true)"
+TIDY="${VENV}/bin/clang-tidy"
+if [[ -z "$VENV" || ! -x "$TIDY" ]]; then
+  echo "clang-tidy: not found in the virtual environment (${VENV:-none}); run scripts/setup.sh" >&2
+  exit 1
+fi
 mapfile -t all < <(git ls-files 'src/*.cpp' 'tests/*.cpp' 'benchmarks/*.cpp' | grep -v install_consumer)
 # A new clang-tidy or new checks invalidate the record.
 export DISTCROWN_TIDY_FINGERPRINT
-DISTCROWN_TIDY_FINGERPRINT="$( (clang-tidy --version; cat .clang-tidy) | sha256sum | cut -c1-16)"
+DISTCROWN_TIDY_FINGERPRINT="$( ("$TIDY" --version; cat .clang-tidy) | sha256sum | cut -c1-16)"
 mode=all
 if [[ "${1:-}" == "--changed" ]]; then
   mode=changed
@@ -44,7 +51,7 @@ if ((${#files[@]} == 0)); then
 fi
 log="$(mktemp)"
 # clang-tidy exits non-zero on findings; the log decides.
-printf '%s\n' "${files[@]}" | xargs -P "$(nproc)" -n 1 clang-tidy -p build --quiet >"$log" 2>&1 || true
+printf '%s\n' "${files[@]}" | xargs -P "$(nproc)" -n 1 "$TIDY" -p build --quiet >"$log" 2>&1 || true
 grep -v "warnings generated" "$log" || true
 if grep -qE "(warning|error):" "$log"; then
   echo "clang-tidy: findings above" >&2

@@ -57,7 +57,7 @@ at::Tensor relax_side(const at::Tensor& A, const at::Tensor& d_pos, const at::Te
 template <class Read, class Dot>
 std::pair<at::Tensor, at::Tensor> relaxed_sides(const at::Tensor& lA, const at::Tensor& uA,
                                                 const Interval& pre, const RelaxParams& p,
-                                                BiasPair& bias, Read read, Dot dot) {
+                                                BiasPair& bias, const Read& read, Dot dot) {
   // Inputs: the bounds, then each defined side's A and α. α given unread (RelaxParams::source_l,
   // read_l) is read inside the step: the step then keeps α's storage, not a copy as large as A.
   const bool has_l = lA.defined();
