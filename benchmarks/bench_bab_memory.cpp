@@ -14,7 +14,7 @@
 #include <c10/core/GradMode.h>
 #include <CLI/CLI.hpp>
 
-#include "distcrown/bab/relu_bab.hpp"
+#include "bab/relu_bab.hpp"
 #include "distcrown/io/problem.hpp"
 #include "distcrown/util/memory.hpp"
 
@@ -69,18 +69,17 @@ int main(int argc, char** argv) {
     o.attack_every = 0;
     o.branching = branching == "babsr" ? bab::Branching::kBabsr : bab::Branching::kFsb;
     o.iterations = iterations;
+    o.measure_store = true;
     for (size_t d = 0; d < objs.size(); ++d) {
       const int64_t baseline = memory::live_bytes();
       memory::reset_peak();
-      bab::ReluBabStats stats;
       const auto t0 = std::chrono::steady_clock::now();
-      const bab::BabResult r =
-          bab::relu_bab(p.graph, c, objs[d], objs, o, bab::Deadline(0), {}, &stats);
+      const bab::BabResult r = bab::relu_bab(o, bab::RunContext{}, p.graph, {c, objs[d], objs});
       const double secs =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (r.status == bab::BabStatus::kProved && r.rounds == 0) continue;  // root proved it
       const int64_t peak = memory::peak_bytes();
-      const auto& s = stats.peak_store;
+      const auto& s = r.peak_store;
       const int64_t rest = peak - baseline - s.total();
       const char* status = r.status == bab::BabStatus::kProved      ? "proved"
                            : r.status == bab::BabStatus::kFalsified ? "falsified"

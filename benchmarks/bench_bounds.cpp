@@ -28,12 +28,12 @@
 #include <nlohmann/json.hpp>
 
 #include "distcrown/io/onnx_loader.hpp"
-#include "distcrown/io/synthetic.hpp"
 #include "distcrown/methods/compute_bounds.hpp"
 #include "distcrown/methods/crown.hpp"
 #include "distcrown/util/enum_names.hpp"
 #include "distcrown/util/error.hpp"
 #include "distcrown/util/memory.hpp"
+#include "io/synthetic.hpp"
 
 namespace {
 

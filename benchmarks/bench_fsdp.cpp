@@ -25,7 +25,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "distcrown/io/synthetic.hpp"
+#include "io/synthetic.hpp"
 
 namespace {
 

@@ -33,13 +33,13 @@
 
 #include "distcrown/collective/communicator.hpp"
 #include "distcrown/collective/mpi.hpp"
-#include "distcrown/io/synthetic.hpp"
 #include "distcrown/methods/compute_bounds.hpp"
 #include "distcrown/methods/crown.hpp"
-#include "distcrown/ops/linear.hpp"
-#include "distcrown/ops/relu.hpp"
 #include "distcrown/sharding/partitioner.hpp"
 #include "distcrown/util/memory.hpp"
+#include "io/synthetic.hpp"
+#include "ops/linear.hpp"
+#include "ops/relu.hpp"
 
 namespace {
 

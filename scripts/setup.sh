@@ -13,8 +13,10 @@ TORCH_VERSION=2.11.0
 # on this project's sources, which CI checks on every file when it has no record
 # (scripts/tidy.sh). Pinned: a new clang-tidy brings new findings.
 CLANG_TIDY_VERSION=22.1.8
+# lizard measures functions for scripts/check_sizes.py.
+LIZARD_VERSION=1.24.3
 PY_PACKAGES=("torch==${TORCH_VERSION}" "numpy" "scikit-learn" "onnx" "matplotlib"
-  "clang-tidy==${CLANG_TIDY_VERSION}")
+  "clang-tidy==${CLANG_TIDY_VERSION}" "lizard==${LIZARD_VERSION}")
 APT_PACKAGES=(libonnx-dev libprotobuf-dev protobuf-compiler libopenmpi-dev openmpi-bin
   nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev cmake g++ python3-venv
   ccache)
@@ -51,10 +53,11 @@ if [ ! -x "$PY" ]; then
   mkdir -p "$(dirname "$VENV")"
   python3 -m venv "$VENV" || fail "python3 -m venv ${VENV}"
 fi
-if ! "$PY" - "${TORCH_VERSION}" "${CLANG_TIDY_VERSION}" <<'PYCHECK' 2>/dev/null; then
+if ! "$PY" - "${TORCH_VERSION}" "${CLANG_TIDY_VERSION}" "${LIZARD_VERSION}" <<'PYCHECK' 2>/dev/null; then
 import sys, importlib.metadata as md
 assert md.version("torch").split("+")[0] == sys.argv[1]
 assert md.version("clang-tidy") == sys.argv[2]
+assert md.version("lizard") == sys.argv[3]
 for p in ("numpy", "scikit-learn", "onnx", "matplotlib"):
     md.version(p)
 PYCHECK

@@ -34,6 +34,8 @@ run_ctest() {
 
 step "set-up and build (scripts/setup.sh)" bash "${ROOT}/scripts/setup.sh"
 step "layering check (scripts/check_layers.py)" python3 "${ROOT}/scripts/check_layers.py"
+step "function and class sizes (scripts/check_sizes.py)" \
+  "$(cat "${ROOT}/.venv-path")/bin/python" "${ROOT}/scripts/check_sizes.py"
 # The results page and README's table say stale wherever the source changed after a measurement.
 step "results page marks (scripts/results_page.py --check --lenient)" \
   python3 "${ROOT}/scripts/results_page.py" --check --lenient

@@ -31,13 +31,13 @@
 #include <string>
 #include <vector>
 
-#include "distcrown/io/onnx_build.hpp"
 #include "distcrown/io/onnx_loader.hpp"
 #include "distcrown/io/problem.hpp"
 #include "distcrown/io/vnnlib.hpp"
 #include "distcrown/methods/compute_bounds.hpp"
 #include "distcrown/util/error.hpp"
 #include "error_text.hpp"
+#include "io/onnx_build.hpp"
 
 namespace distcrown {
 namespace {

@@ -21,7 +21,7 @@
 
 #include <ATen/ATen.h>
 
-#include "distcrown/io/onnx_build.hpp"
+#include "io/onnx_build.hpp"
 
 namespace distcrown::testing {
 

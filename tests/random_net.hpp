@@ -9,11 +9,11 @@
 #include <ATen/ATen.h>
 
 #include "distcrown/graph/bound_graph.hpp"
-#include "distcrown/ops/batchnorm.hpp"
-#include "distcrown/ops/conv.hpp"
-#include "distcrown/ops/linear.hpp"
-#include "distcrown/ops/relu.hpp"
-#include "distcrown/ops/reshape.hpp"
+#include "ops/batchnorm.hpp"
+#include "ops/conv.hpp"
+#include "ops/linear.hpp"
+#include "ops/relu.hpp"
+#include "ops/reshape.hpp"
 
 namespace distcrown::testing {
 

@@ -23,11 +23,11 @@
 
 #include "distcrown/collective/mpi.hpp"
 #include "distcrown/io/onnx_loader.hpp"
-#include "distcrown/io/synthetic.hpp"
 #include "distcrown/methods/alpha_crown.hpp"
 #include "distcrown/sharding/partitioner.hpp"
 #include "distcrown/sharding/sharded_param.hpp"
 #include "fixtures.hpp"
+#include "io/synthetic.hpp"
 #include "onnx_builder.hpp"
 
 namespace distcrown {
@@ -131,8 +131,10 @@ const AlphaResult& reference(const Model& m) {
   if (it == done.end()) {
     BoundGraph plain = io::load_onnx_bytes(m.bytes, m.name);
     if (m.float64) plain.to_dtype(at::kDouble);
-    it = done.emplace(m.name, alpha_crown(plain, m.box, {}, alpha_options(m.iterations), {}, true,
-                                          !m.large))
+    it = done.emplace(m.name,
+                      alpha_crown(alpha_options(m.iterations)
+                                      .sided(m.large ? BoundSides::kLower : BoundSides::kBoth),
+                                  plain, m.box))
              .first;
   }
   return it->second;
@@ -159,7 +161,8 @@ void check(Plan plan) {
     // Chunking (crown_batch_size) does not change the bits of a row (BoundOptions::align_rows).
     const AlphaResult& want = reference(m);
     const AlphaResult got =
-        alpha_crown(sharded, m.box, {}, ao, opt, true, !m.large, spec ? comm : nullptr);
+        alpha_crown(ao.with_bound(opt).sided(m.large ? BoundSides::kLower : BoundSides::kBoth),
+                    sharded, m.box, {}, spec ? comm : nullptr);
     EXPECT_EQ(want.iterations_run, got.iterations_run);
     if (plan == Plan::kFsdp) {
       // Same operations on the same values in the same order: the float bits must agree.
@@ -211,8 +214,8 @@ TEST(AlphaSharded, SpecParallelSplitsAlphaMemory) {
   const at::Tensor x = at::empty({1, 16}, at::kFloat).uniform_(0, 1, gen);
   const InputBox box{x - 0.2, x + 0.2};
   const AlphaOptions ao = alpha_options(3);
-  const AlphaResult one = alpha_crown(g, box, {}, ao);
-  const AlphaResult split = alpha_crown(g, box, {}, ao, {}, true, true, comm);
+  const AlphaResult one = alpha_crown(ao, g, box);
+  const AlphaResult split = alpha_crown(ao, g, box, {}, comm);
   ASSERT_GT(one.alpha_bytes, 0);
   at::Tensor bytes = at::full({1}, double(split.alpha_bytes), at::kDouble);
   comm->all_reduce(bytes, collective::ReduceOp::kSum);
@@ -259,8 +262,8 @@ TEST(AlphaSharded, SpecParallelWithARankThatOwnsNoUnstableNeuron) {
   const at::Tensor x = at::empty({1, 8}, at::kFloat).uniform_(0, 1, gen);
   const InputBox box{x - 0.5, x + 0.5};
   const AlphaOptions ao = alpha_options(4);
-  const AlphaResult one = alpha_crown(g, box, {}, ao);
-  const AlphaResult split = alpha_crown(g, box, {}, ao, {}, true, true, comm);
+  const AlphaResult one = alpha_crown(ao, g, box);
+  const AlphaResult split = alpha_crown(ao, g, box, {}, comm);
   EXPECT_EQ(one.iterations_run, split.iterations_run);
   expect_close(one.bounds.lower, split.bounds.lower, "lower");
   expect_close(one.bounds.upper, split.bounds.upper, "upper");
@@ -279,8 +282,8 @@ TEST(AlphaSharded, TensorParallelWithARankWhoseSliceIsStable) {
   const at::Tensor x = at::empty({1, 8}, at::kFloat).uniform_(0, 1, gen);
   const InputBox box{x - 0.5, x + 0.5};
   const AlphaOptions ao = alpha_options(4);
-  const AlphaResult one = alpha_crown(g, box, {}, ao);
-  const AlphaResult zones = alpha_crown(tp, box, {}, ao);
+  const AlphaResult one = alpha_crown(ao, g, box);
+  const AlphaResult zones = alpha_crown(ao, tp, box);
   EXPECT_EQ(one.iterations_run, zones.iterations_run);
   expect_close(one.bounds.lower, zones.bounds.lower, "lower");
   expect_close(one.bounds.upper, zones.bounds.upper, "upper");

@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "distcrown/bounds/interval.hpp"
-#include "distcrown/ops/bilinear.hpp"
+#include "ops/bilinear.hpp"
 
 namespace distcrown {
 namespace {

@@ -6,7 +6,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include "distcrown/bab/branching.hpp"
+#include "bab/branching.hpp"
 
 namespace distcrown::bab {
 namespace {

@@ -403,6 +403,31 @@ TEST_F(Cli, VerifyTakesTheResolvedOptions) {
   EXPECT_EQ(testing::read_file(result), "unsat\n");  // examples/README.md
 }
 
+// What branch and bound splits and the intermediate scheme of its passes are decided in one
+// place (bab::splits_inputs), and --report says both: `--split input` on the digits model (64
+// inputs, more than auto's 16) splits the inputs with input splitting's scheme, tight_unstable,
+// as `--intermediate auto` promises; `--split auto` splits its ReLUs with auto_LiRPA's; a scheme
+// given is kept.
+TEST_F(Cli, SplitAndIntermediateSchemeAgree) {
+  const auto report_of = [&](const std::string& args) {
+    const fs::path report = dir_ / "report.json";
+    std::remove(report.c_str());
+    const CliResult r =
+        run("verify --quiet --timeout 60 --max-rounds 1 " + args + " --report " + quote(report));
+    EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.err;
+    return fs::exists(report) ? testing::read_json(report) : json::object();
+  };
+  const json input = report_of("--split input");
+  EXPECT_EQ(input.value("split", ""), "input") << input.dump();
+  EXPECT_EQ(input.value("intermediate", ""), "tight_unstable") << input.dump();
+  const json relu = report_of("--split auto");
+  EXPECT_EQ(relu.value("split", ""), "relu") << relu.dump();
+  EXPECT_EQ(relu.value("intermediate", ""), "auto_lirpa") << relu.dump();
+  const json given = report_of("--split input --intermediate tight");
+  EXPECT_EQ(given.value("split", ""), "input") << given.dump();
+  EXPECT_EQ(given.value("intermediate", ""), "tight") << given.dump();
+}
+
 // --memory-limit MB: taken, and given back in --report as memory.limit_bytes, with the smallest
 // batch of a branch and bound (bab_min_batch; null: none ran) and memory.limited; a negative,
 // malformed or overflowing value is a one-line usage error.

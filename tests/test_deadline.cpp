@@ -19,11 +19,11 @@
 
 #include "distcrown/bab/verifier.hpp"
 #include "distcrown/io/problem.hpp"
-#include "distcrown/io/synthetic.hpp"
 #include "distcrown/methods/alpha_crown.hpp"
 #include "distcrown/methods/crown.hpp"
 #include "distcrown/util/deadline.hpp"
 #include "fixtures.hpp"
+#include "io/synthetic.hpp"
 #include "process.hpp"
 
 namespace distcrown {
@@ -138,15 +138,15 @@ TEST(Deadline, StopsAlphaCrown) {
   BoundOptions o;
   CountingHeartbeat all;
   o.checkpoint = Checkpoint{Deadline(), &all};
-  const AlphaResult full = alpha_crown(g, box, at::Tensor(), ao, o);
+  const AlphaResult full = alpha_crown(ao.with_bound(o), g, box);
   ASSERT_EQ(full.iterations_run, 2 * 20);  // both sides
   // Passed: stopped before any bound.
   o.checkpoint = Checkpoint{passed(), nullptr};
-  EXPECT_THROW(alpha_crown(g, box, at::Tensor(), ao, o), DeadlineReached);
+  EXPECT_THROW(alpha_crown(ao.with_bound(o), g, box), DeadlineReached);
   // Passing part way through the iterations (forward passes and autograd backwards).
   CountingHeartbeat slow(std::chrono::milliseconds(2));
   o.checkpoint = Checkpoint{Deadline(0.05), &slow};
-  EXPECT_THROW(alpha_crown(g, box, at::Tensor(), ao, o), DeadlineReached);
+  EXPECT_THROW(alpha_crown(ao.with_bound(o), g, box), DeadlineReached);
   EXPECT_LT(slow.beats, all.beats / 4) << "alpha-CROWN ran on past its deadline";
 }
 
@@ -176,8 +176,10 @@ TEST(Deadline, VerifyPastItsDeadlineAnswersTimeout) {
                                          (examples / "digits_mlp_prop.vnnlib").string());
   bab::VerifyOptions o;
   // Without a deadline: unsat (examples/README.md), so the timeout below is the deadline's.
-  EXPECT_EQ(bab::to_string(bab::verify(p.graph, p.property, o, Deadline()).verdict), "unsat");
-  const bab::VerifyResult r = bab::verify(p.graph, p.property, o, passed());
+  bab::RunContext context;
+  EXPECT_EQ(bab::to_string(bab::verify(o, context, p.graph, p.property).verdict), "unsat");
+  context.deadline = passed();
+  const bab::VerifyResult r = bab::verify(o, context, p.graph, p.property);
   EXPECT_EQ(bab::to_string(r.verdict), "timeout") << r.detail;
   EXPECT_FALSE(r.counterexample.has_value());
 }

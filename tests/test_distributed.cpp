@@ -11,12 +11,12 @@
 #include "distcrown/collective/mpi.hpp"
 #include "distcrown/io/onnx_loader.hpp"
 #include "distcrown/io/problem.hpp"
-#include "distcrown/io/synthetic.hpp"
 #include "distcrown/methods/compute_bounds.hpp"
 #include "distcrown/methods/crown.hpp"
 #include "distcrown/sharding/sharded_param.hpp"
 #include "distcrown/util/memory.hpp"
 #include "fixtures.hpp"
+#include "io/synthetic.hpp"
 
 namespace distcrown {
 namespace {

@@ -20,10 +20,10 @@
 #include <string>
 #include <vector>
 
-#include "distcrown/io/onnx_model.hpp"
 #include "distcrown/util/error.hpp"
 #include "error_text.hpp"
 #include "fixtures.hpp"
+#include "io/onnx_model.hpp"
 #include "onnx_builder.hpp"
 
 namespace distcrown {

@@ -8,12 +8,12 @@
 
 #include <string>
 
-#include "distcrown/graph/op_registry.hpp"
 #include "distcrown/io/onnx_loader.hpp"
 #include "distcrown/methods/compute_bounds.hpp"
-#include "distcrown/ops/builtin_ops.hpp"
 #include "distcrown/util/error.hpp"
+#include "graph/op_registry.hpp"
 #include "onnx_builder.hpp"
+#include "ops/builtin_ops.hpp"
 
 namespace distcrown {
 namespace {

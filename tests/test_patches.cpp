@@ -13,10 +13,10 @@
 #include "distcrown/methods/alpha_crown.hpp"
 #include "distcrown/methods/compute_bounds.hpp"
 #include "distcrown/methods/crown.hpp"
-#include "distcrown/ops/add_sub.hpp"
-#include "distcrown/ops/avg_pool.hpp"
-#include "distcrown/ops/pad.hpp"
 #include "fixtures.hpp"
+#include "ops/add_sub.hpp"
+#include "ops/avg_pool.hpp"
+#include "ops/pad.hpp"
 #include "random_net.hpp"
 #include "sampling.hpp"
 
@@ -410,7 +410,10 @@ TEST(Patches, AlphaCrownAgreesWithDense) {
     const auto side = [&](ConvMode mode, bool lower) {
       AlphaOptions first;
       first.iterations = 8;
-      return alpha_crown(g, box, {}, first, with_mode(mode), lower, !lower).bounds;
+      return alpha_crown(first.with_bound(with_mode(mode))
+                             .sided(lower ? BoundSides::kLower : BoundSides::kUpper),
+                         g, box)
+          .bounds;
     };
     expect_agree(side(ConvMode::kPatches, true).lower, side(ConvMode::kMatrix, true).lower,
                  std::string(c.name) + " alpha lower");

@@ -6,10 +6,10 @@
 #include <c10/core/GradMode.h>
 #include <gtest/gtest.h>
 
-#include "distcrown/ops/relu.hpp"
 #include "distcrown/util/error.hpp"
 #include "distcrown/util/memory.hpp"
-#include "distcrown/util/recompute.hpp"
+#include "ops/relu.hpp"
+#include "util/recompute.hpp"
 
 namespace distcrown {
 namespace {

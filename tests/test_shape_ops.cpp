@@ -17,12 +17,12 @@
 #include <vector>
 
 #include "distcrown/io/onnx_loader.hpp"
-#include "distcrown/io/onnx_model.hpp"
 #include "distcrown/methods/compute_bounds.hpp"
 #include "distcrown/methods/options.hpp"
 #include "distcrown/util/error.hpp"
 #include "error_text.hpp"
 #include "fixtures.hpp"
+#include "io/onnx_model.hpp"
 #include "onnx_builder.hpp"
 
 namespace distcrown {

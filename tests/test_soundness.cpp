@@ -33,14 +33,14 @@
 #include "distcrown/methods/crown.hpp"
 #include "distcrown/methods/ibp.hpp"
 #include "distcrown/methods/options.hpp"
-#include "distcrown/ops/add_sub.hpp"
-#include "distcrown/ops/batchnorm.hpp"
-#include "distcrown/ops/conv.hpp"
-#include "distcrown/ops/linear.hpp"
-#include "distcrown/ops/mul_div.hpp"
-#include "distcrown/ops/relu.hpp"
-#include "distcrown/ops/reshape.hpp"
 #include "distcrown/util/enum_names.hpp"
+#include "ops/add_sub.hpp"
+#include "ops/batchnorm.hpp"
+#include "ops/conv.hpp"
+#include "ops/linear.hpp"
+#include "ops/mul_div.hpp"
+#include "ops/relu.hpp"
+#include "ops/reshape.hpp"
 
 namespace distcrown {
 namespace {

@@ -6,7 +6,7 @@
 #include <c10/core/GradMode.h>
 
 #include "distcrown/util/error.hpp"
-#include "distcrown/util/tensor_values.hpp"
+#include "util/tensor_values.hpp"
 
 namespace distcrown::bab {
 namespace {

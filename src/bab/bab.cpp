@@ -15,7 +15,8 @@ constexpr double kProgressInterval = 1.0;
 
 }  // namespace
 
-std::string spec_parallel_refusal(const BabOptions& o) {
+std::string spec_parallel_refusal(const BabOptions& o, bool tensor_parallel) {
+  if (tensor_parallel) return spec_parallel_tensor_parallel_refusal();
   if (o.intermediate != BabIntermediate::kRefresh) return {};
   return "spec-parallel branch and bound keeps the intermediate bounds fixed: "
          "--bab-intermediate refresh bounds each domain's own unstable neurons, which would give "

@@ -1,4 +1,4 @@
-#include "distcrown/bab/branching.hpp"
+#include "bab/branching.hpp"
 
 #include <algorithm>
 

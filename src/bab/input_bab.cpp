@@ -1,4 +1,4 @@
-#include "distcrown/bab/input_bab.hpp"
+#include "bab/input_bab.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +13,7 @@
 #include "distcrown/methods/crown.hpp"
 #include "distcrown/util/error.hpp"
 #include "domain.hpp"
+#include "round.hpp"
 
 namespace distcrown::bab {
 namespace {
@@ -138,225 +139,241 @@ std::optional<double> halving_point(const SubBox& b) {
   return mid;
 }
 
-BabResult search(const BoundGraph& g, const io::VnnlibCase& c, const Objective& objective,
-                 const BabOptions& options, const Deadline& deadline,
-                 const BoundOptions& bound_options, Progress& progress, BabResult& res) {
-  c10::NoGradGuard no_grad;
+// Bounds a batch of boxes (each [1, *in], on the CPU): sets value, split_dim, the linear bounds
+// and the clipped box of each; returns candidate counterexamples (the corner minimising each
+// box's most promising row), [B, *in].
+at::Tensor bound_boxes(const BoundGraph& g, const Objective& objective,
+                       const BoundOptions& bound_options, std::vector<SubBox>& boxes) {
   const int64_t K = objective.rhs.size(0);
-  const auto done = [&](BabStatus s) {
-    res.status = s;
-    return res;
-  };
-  if (K == 0) {
-    res.reason = "a disjunct without output constraints holds everywhere";
-    return done(BabStatus::kUnknown);
+  const auto B = int64_t(boxes.size());
+  const int64_t n = g.input_numel();
+  std::vector<at::Tensor> lo;
+  std::vector<at::Tensor> hi;
+  for (const SubBox& b : boxes) {
+    lo.push_back(b.lower);
+    hi.push_back(b.upper);
   }
-  // Boxes live on the CPU (cheap to split one by one); each batch goes to the device at once.
-  const InputBox root = io::enclosing_box(c, g, g.dtype());
+  const InputBox box{at::cat(lo, 0).to(g.device()), at::cat(hi, 0).to(g.device())};  // [B, *in]
+  InputAHook hook(g.output());
+  CrownEngine engine(g, box, bound_options);
+  engine.set_hook(&hook);
+  engine.compute_intermediate_bounds();
+  // One CROWN pass from the spec rows: the clipping below needs its linear bound itself, the
+  // value is that bound intersected with IBP's under the tight schemes (output_bounds() would
+  // run the pass a second time to intersect).
+  const int64_t m = g.output_numel();
+  std::vector<int64_t> rows_shape{K, B};
+  rows_shape.insert(rows_shape.end(), g.output_shape().begin() + 1, g.output_shape().end());
+  const at::Tensor C_rows =
+      objective.C.to(box.lower.options()).reshape({K, 1, m}).expand({K, B, m}).reshape(rows_shape);
+  const at::Tensor crown_lb = engine.backward_from(g.output(), BoundA{C_rows, {}}).lower;
+  at::Tensor lb = crown_lb;                    // [B, K]
+  if (intersects_ibp(bound_options.scheme)) {  // as output_bounds() would, without its pass
+    lb = at::maximum(lb, engine.output_ibp(objective.C).lower);
+  }
+  const at::Tensor rhs = objective.rhs.to(at::kDouble).to(lb.device());
+  const at::Tensor gap = lb.to(at::kDouble) - rhs;  // [B, K]
+  const at::Tensor values = gap.amax(1).cpu().contiguous();
+  // [K', B, *in] -> [B, K, n]
+  const at::Tensor A =
+      hook.input_A.reshape({hook.input_A.size(0), B, n}).permute({1, 0, 2}).slice(1, 0, K);
+  const at::Tensor Ad = A.to(at::kDouble).cpu();
+  const at::Tensor lower = box.lower.to(at::kDouble).cpu().reshape({B, n});
+  const at::Tensor upper = box.upper.to(at::kDouble).cpu().reshape({B, n});
+  const at::Tensor linear_gap = crown_lb.to(at::kDouble).cpu() - rhs.cpu();  // [B, K]
+  // Only a counterexample's region matters: shrink each box to it (abcrown's input clipping).
+  const ClippedBoxes clipped = clip_to_violations(lower, upper, Ad, linear_gap);
+  const at::Tensor radius = (clipped.upper - clipped.lower) / 2;  // [B, n]
+  const at::Tensor centre = (clipped.upper + clipped.lower) / 2;
+  const at::Tensor dims = input_split_scores(Ad, radius).argmax(1);  // [B]
+  const at::Tensor lo32 = round_outward(clipped.lower, g.dtype(), -1);
+  const at::Tensor hi32 = round_outward(clipped.upper, g.dtype(), +1);
+  const auto v = values.accessor<double, 1>();
+  const auto d = dims.accessor<int64_t, 1>();
+  const auto empty = clipped.empty.accessor<bool, 1>();
+  // c = the linear bound's constant: its minimum over the (unclipped) box less the A terms.
+  const at::Tensor offset = linear_gap - (Ad * ((lower + upper) / 2).unsqueeze(1) -
+                                          Ad.abs() * ((upper - lower) / 2).unsqueeze(1))
+                                             .sum(2);  // [B, K]
+  for (int64_t b = 0; b < B; ++b) {
+    SubBox& box_b = boxes[size_t(b)];
+    box_b.A = Ad[b];
+    box_b.c = offset[b];
+    // An empty clipped box holds no counterexample: proved, whatever the value says.
+    box_b.value = empty[b] ? std::max(v[b], kProvedByClipping) : v[b];
+    box_b.split_dim = d[b];
+    if (!empty[b]) {
+      box_b.lower = lo32[b].reshape(box_b.lower.sizes());
+      box_b.upper = hi32[b].reshape(box_b.upper.sizes());
+    }
+  }
+  // The corner minimising each box's best row (of the clipped box).
+  const at::Tensor best_row = gap.argmax(1).cpu();  // [B]
+  const at::Tensor A_best =
+      Ad.gather(1, best_row.reshape({B, 1, 1}).expand({B, 1, n})).squeeze(1);  // [B, n]
+  return (centre - A_best.sign() * radius).reshape(box.lower.sizes());
+}
 
-  // Bounds a batch of boxes: sets value and split_dim of each; returns candidate counterexamples
-  // (the corner minimising each unproved box's most promising row).
-  const auto bound = [&](std::vector<SubBox>& boxes) {
-    const auto B = int64_t(boxes.size());
-    const int64_t n = g.input_numel();
-    std::vector<at::Tensor> lo;
-    std::vector<at::Tensor> hi;
-    for (const SubBox& b : boxes) {
-      lo.push_back(b.lower);
-      hi.push_back(b.upper);
-    }
-    const InputBox box{at::cat(lo, 0).to(g.device()), at::cat(hi, 0).to(g.device())};  // [B, *in]
-    InputAHook hook(g.output());
-    CrownEngine engine(g, box, bound_options);
-    engine.set_hook(&hook);
-    engine.compute_intermediate_bounds();
-    // One CROWN pass from the spec rows: the clipping below needs its linear bound itself, the
-    // value is that bound intersected with IBP's under the tight schemes (output_bounds() would
-    // run the pass a second time to intersect).
-    const int64_t m = g.output_numel();
-    std::vector<int64_t> rows_shape{K, B};
-    rows_shape.insert(rows_shape.end(), g.output_shape().begin() + 1, g.output_shape().end());
-    const at::Tensor C_rows = objective.C.to(box.lower.options())
-                                  .reshape({K, 1, m})
-                                  .expand({K, B, m})
-                                  .reshape(rows_shape);
-    const at::Tensor crown_lb = engine.backward_from(g.output(), BoundA{C_rows, {}}).lower;
-    at::Tensor lb = crown_lb;                    // [B, K]
-    if (intersects_ibp(bound_options.scheme)) {  // as output_bounds() would, without its pass
-      lb = at::maximum(lb, engine.output_ibp(objective.C).lower);
-    }
-    const at::Tensor rhs = objective.rhs.to(at::kDouble).to(lb.device());
-    const at::Tensor gap = lb.to(at::kDouble) - rhs;  // [B, K]
-    const at::Tensor values = gap.amax(1).cpu().contiguous();
-    // [K', B, *in] -> [B, K, n]
-    const at::Tensor A =
-        hook.input_A.reshape({hook.input_A.size(0), B, n}).permute({1, 0, 2}).slice(1, 0, K);
-    const at::Tensor Ad = A.to(at::kDouble).cpu();
-    const at::Tensor lower = box.lower.to(at::kDouble).cpu().reshape({B, n});
-    const at::Tensor upper = box.upper.to(at::kDouble).cpu().reshape({B, n});
-    const at::Tensor linear_gap = crown_lb.to(at::kDouble).cpu() - rhs.cpu();  // [B, K]
-    // Only a counterexample's region matters: shrink each box to it (abcrown's input clipping).
-    const ClippedBoxes clipped = clip_to_violations(lower, upper, Ad, linear_gap);
-    const at::Tensor radius = (clipped.upper - clipped.lower) / 2;  // [B, n]
-    const at::Tensor centre = (clipped.upper + clipped.lower) / 2;
-    const at::Tensor dims = input_split_scores(Ad, radius).argmax(1);  // [B]
-    const at::Tensor lo32 = round_outward(clipped.lower, g.dtype(), -1);
-    const at::Tensor hi32 = round_outward(clipped.upper, g.dtype(), +1);
-    const auto v = values.accessor<double, 1>();
-    const auto d = dims.accessor<int64_t, 1>();
-    const auto empty = clipped.empty.accessor<bool, 1>();
-    // c = the linear bound's constant: its minimum over the (unclipped) box less the A terms.
-    const at::Tensor offset = linear_gap - (Ad * ((lower + upper) / 2).unsqueeze(1) -
-                                            Ad.abs() * ((upper - lower) / 2).unsqueeze(1))
-                                               .sum(2);  // [B, K]
-    for (int64_t b = 0; b < B; ++b) {
-      SubBox& box_b = boxes[size_t(b)];
-      box_b.A = Ad[b];
-      box_b.c = offset[b];
-      // An empty clipped box holds no counterexample: proved, whatever the value says.
-      box_b.value = empty[b] ? std::max(v[b], kProvedByClipping) : v[b];
-      box_b.split_dim = d[b];
-      if (!empty[b]) {
-        box_b.lower = lo32[b].reshape(box_b.lower.sizes());
-        box_b.upper = hi32[b].reshape(box_b.upper.sizes());
-      }
-    }
-    // The corner minimising each box's best row (of the clipped box).
-    const at::Tensor best_row = gap.argmax(1).cpu();  // [B]
-    const at::Tensor A_best =
-        Ad.gather(1, best_row.reshape({B, 1, 1}).expand({B, 1, n})).squeeze(1);  // [B, n]
-    return (centre - A_best.sign() * radius).reshape(box.lower.sizes());
-  };
+// One input-splitting search: its domains are sub-boxes; a round halves the worst ones along
+// their split dimension, clips the halves with the parent's linear bounds, and bounds them.
+class InputBab {
+ public:
+  InputBab(const BabOptions& o, const RunContext& context, const BoundGraph& g,
+           const BabProblem& problem, const BoundOptions& bound_options, Progress& progress)
+      : o_(o),
+        deadline_(context.deadline),
+        world_(context.world),
+        g_(g),
+        problem_(problem),
+        bo_(bound_options),
+        progress_(progress) {}
 
-  // Every group bounds the root (the same computation everywhere); group 0 queues it. From here
-  // on the groups bound their own shares of each round: a rank's own outcomes (a counterexample,
-  // a deadline inside a pass, a box too small to halve) go into its report and are decided on
-  // together at the next round's exchange, as in ReLU branch and bound (relu_bab.cpp).
-  const BabWorld& w = options.world;
-  const int me = w.group_index();
-  int64_t bounded = 0;  // by this group
-  RoundReport mine;
-  std::vector<SubBox> queue;  // a heap by worse_first
-  const auto queue_push = [&](SubBox b) {
-    queue.push_back(std::move(b));
-    std::push_heap(queue.begin(), queue.end(), detail::worse_first);
-  };
+  /// Branch and bound until decided, out of rounds, or past the deadline.
+  BabResult run() {
+    try {
+      return search();
+    } catch (const DeadlineReached&) {
+      res_.status = BabStatus::kTimeout;
+      return res_;
+    }
+  }
+
+ private:
+  BabResult search();
+  /// Bounds the whole box; its outcome goes into `mine`, and group 0 queues it when open.
+  void bound_root(RoundReport& mine);
+  /// One round's work on its planned parents: halve, clip, bound, check candidates, queue the
+  /// open halves.
+  void split_and_bound(std::vector<std::pair<int64_t, SubBox>>& planned, int64_t first_id,
+                       RoundReport& mine);
+
+  const BabOptions& o_;
+  const Deadline& deadline_;
+  const BabWorld& world_;
+  const BoundGraph& g_;
+  const BabProblem& problem_;
+  const BoundOptions& bo_;
+  Progress& progress_;
+  detail::DomainQueue<SubBox> queue_;
+  int64_t bounded_ = 0;  // by this group
+  BabResult res_;
+};
+
+void InputBab::bound_root(RoundReport& mine) {
   try {
+    // Boxes live on the CPU (cheap to split one by one); each batch goes to the device at once.
+    const InputBox root = io::enclosing_box(problem_.vnnlib_case, g_, g_.dtype());
     std::vector<SubBox> first(1);
     first.front().lower = root.lower;
     first.front().upper = root.upper;
-    const at::Tensor corners = bound(first);
-    bounded = me == 0 ? 1 : 0;  // the root counts once, as group 0's
-    mine.counterexample = check_candidates(g, c, corners);
-    if (!mine.counterexample && first.front().value <= 0 && me == 0) {
-      queue_push(std::move(first.front()));
+    const at::Tensor corners = bound_boxes(g_, problem_.objective, bo_, first);
+    const bool leader = world_.group_index() == 0;
+    bounded_ = leader ? 1 : 0;  // the root counts once, as group 0's
+    mine.counterexample = check_candidates(g_, problem_.vnnlib_case, corners);
+    if (!mine.counterexample && first.front().value <= 0 && leader) {
+      queue_.push(std::move(first.front()));
     }
   } catch (const DeadlineReached&) {
     mine.timed_out = true;
   }
+}
+
+void InputBab::split_and_bound(std::vector<std::pair<int64_t, SubBox>>& planned, int64_t first_id,
+                               RoundReport& mine) {
+  std::vector<SubBox> children;
+  for (auto& [position, p] : planned) {
+    const int64_t d = p.split_dim;
+    const double mid = *halving_point(p);
+    const int64_t id = first_id + 2 * position;
+    SubBox left{p.lower, p.upper.clone(), 0, -1, id, p.A, p.c};
+    SubBox right{p.lower.clone(), p.upper, 0, -1, id + 1, p.A, p.c};
+    left.upper.view({-1})[d] = mid;
+    right.lower.view({-1})[d] = mid;
+    children.push_back(std::move(left));
+    children.push_back(std::move(right));
+  }
+  // The parent's linear bounds hold on each half: clip the halves with them before bounding
+  // (a half often holds a smaller slice of the region, or none: proved without a pass).
+  children = clip_halves(std::move(children), g_.dtype());
+  if (children.empty()) return;
+  const at::Tensor corners = bound_boxes(g_, problem_.objective, bo_, children);
+  bounded_ += int64_t(children.size());
+  at::Tensor candidate_points = corners;
+  if (o_.attack_every > 0 && res_.rounds % o_.attack_every == 0) {
+    // Also the centres of the children.
+    std::vector<at::Tensor> centres;
+    centres.reserve(children.size());
+    for (const SubBox& b : children) centres.push_back((b.lower + b.upper) / 2);
+    candidate_points = at::cat({corners.cpu(), at::cat(centres, 0)}, 0);
+  }
+  mine.counterexample = check_candidates(g_, problem_.vnnlib_case, candidate_points);
+  for (SubBox& b : children) {
+    if (b.value <= 0) queue_.push(std::move(b));
+  }
+}
+
+BabResult InputBab::search() {
+  c10::NoGradGuard no_grad;
+  BabResult& res = res_;
+  if (problem_.objective.rhs.size(0) == 0) {
+    res.reason = "a disjunct without output constraints holds everywhere";
+    res.status = BabStatus::kUnknown;
+    return res;
+  }
+  // Every group bounds the root (the same computation everywhere); group 0 queues it. From here
+  // on the groups bound their own shares of each round: a rank's own outcomes (a counterexample,
+  // a deadline inside a pass, a box too small to halve) go into its report and are decided on
+  // together at the next round's exchange, as in ReLU branch and bound (relu_bab.cpp).
+  RoundReport mine;
+  bound_root(mine);
   int64_t first_id = 1;  // of the next round's halves
+  // A box with no value strictly inside its split dimension cannot be halved: dropped unproved.
+  const auto splittable = [](const SubBox& b) { return halving_point(b).has_value(); };
   for (;;) {
-    // This group's worst boxes, at most a batch; every rank of the group pops the same ones. A
-    // box with no value strictly inside its split dimension cannot be halved: dropped unproved.
+    // This group's worst boxes, at most a batch; every rank of the group pops the same ones.
+    if (!mine.timed_out) mine.timed_out = deadline_.expired();
     std::vector<SubBox> candidates;
-    if (!mine.timed_out) mine.timed_out = deadline.expired();
-    while (!mine.timed_out && !queue.empty() && int64_t(candidates.size()) < options.batch) {
-      std::pop_heap(queue.begin(), queue.end(), detail::worse_first);
-      SubBox p = std::move(queue.back());
-      queue.pop_back();
-      if (halving_point(p).has_value()) {
-        candidates.push_back(std::move(p));
-      } else {
-        mine.exhausted = true;
-      }
-    }
-    detail::report_candidates(mine, candidates, queue.size(), bounded);
-    const std::vector<RoundReport> groups = detail::exchange_reports(w, mine);
+    if (!mine.timed_out) candidates = queue_.pop_worst(o_.batch, splittable, mine.exhausted);
+    detail::report_candidates(mine, candidates, queue_.size(), bounded_);
+    const std::vector<RoundReport> groups = detail::exchange_reports(world_, mine);
     const detail::RoundTally tally = detail::tally_round(groups, res);
-    if (tally.falsified) return done(BabStatus::kFalsified);
-    if (tally.timed_out) return done(BabStatus::kTimeout);
-    const std::vector<detail::Planned> plan = detail::plan_round(groups, options.batch);
-    if (plan.empty()) {
-      if (tally.exhausted) {
-        res.reason = "a box too small to halve was not proved";
-        return done(BabStatus::kUnknown);
-      }
-      return done(BabStatus::kProved);
+    const detail::RoundStart round = detail::start_round(
+        groups, tally, o_, "a box too small to halve was not proved", progress_, res);
+    if (round.end) {
+      res.status = *round.end;
+      return res;
     }
-    res.worst_value = plan.front().value;
-    progress.report(res.rounds, res.domains_bounded, tally.queued, res.worst_value);
-    if (options.max_rounds > 0 && res.rounds >= options.max_rounds) {
-      res.reason = "round limit reached";
-      return done(BabStatus::kUnknown);
-    }
-    ++res.rounds;
     std::vector<std::pair<int64_t, SubBox>> planned = detail::take_planned(
-        w, plan, candidates, queue,
+        world_, round.plan, candidates, queue_.heap(),
         [](std::string_view bytes) { return detail::decode_box(bytes); }, res.domains_moved);
     try {
-      std::vector<SubBox> children;
-      for (auto& [position, p] : planned) {
-        const int64_t d = p.split_dim;
-        const double mid = *halving_point(p);
-        const int64_t id = first_id + 2 * position;
-        SubBox left{p.lower, p.upper.clone(), 0, -1, id, p.A, p.c};
-        SubBox right{p.lower.clone(), p.upper, 0, -1, id + 1, p.A, p.c};
-        left.upper.view({-1})[d] = mid;
-        right.lower.view({-1})[d] = mid;
-        children.push_back(std::move(left));
-        children.push_back(std::move(right));
-      }
-      // The parent's linear bounds hold on each half: clip the halves with them before bounding
-      // (a half often holds a smaller slice of the region, or none: proved without a pass).
-      children = clip_halves(std::move(children), g.dtype());
-      if (!children.empty()) {
-        const at::Tensor corners = bound(children);
-        bounded += int64_t(children.size());
-        at::Tensor candidate_points = corners;
-        if (options.attack_every > 0 && res.rounds % options.attack_every == 0) {
-          // Also the centres of the children.
-          std::vector<at::Tensor> centres;
-          centres.reserve(children.size());
-          for (const SubBox& b : children) centres.push_back((b.lower + b.upper) / 2);
-          candidate_points = at::cat({corners.cpu(), at::cat(centres, 0)}, 0);
-        }
-        mine.counterexample = check_candidates(g, c, candidate_points);
-        for (SubBox& b : children) {
-          if (b.value <= 0) queue_push(std::move(b));
-        }
-      }
+      split_and_bound(planned, first_id, mine);
     } catch (const DeadlineReached&) {
       mine.timed_out = true;
     }
-    first_id += 2 * int64_t(plan.size());
-    res.max_queue = std::max<int64_t>(res.max_queue, int64_t(queue.size()));
+    first_id += 2 * int64_t(round.plan.size());
+    res.max_queue = std::max<int64_t>(res.max_queue, int64_t(queue_.size()));
   }
 }
 
 }  // namespace
 
-BabResult input_bab(const BoundGraph& g, const io::VnnlibCase& c, const Objective& objective,
-                    const std::vector<Objective>& /*disjuncts*/, const BabOptions& options,
-                    const Deadline& deadline, const BoundOptions& bound_options) {
+BabResult input_bab(const BabOptions& options, const RunContext& context, const BoundGraph& g,
+                    const BabProblem& problem) {
   if (options.batch < 1) throw InvalidArgument("branch and bound batch must be >= 1");
-  Progress own_progress(options.progress, deadline);
-  Progress& progress = options.reporter != nullptr ? *options.reporter : own_progress;
+  Progress own_progress(options.progress, context.deadline);
+  Progress& progress = context.progress != nullptr ? *context.progress : own_progress;
   progress.start("bab (input splits)");
   // The bounding passes stop at the deadline and print the progress.
-  BoundOptions bo = bound_options;
-  bo.checkpoint = Checkpoint{deadline, &progress};
+  BoundOptions bo = options.bound;
+  bo.checkpoint = Checkpoint{context.deadline, &progress};
   // Rows need not be padded to kRowAlign here: no result compares a box's bits across row
   // layouts (a box's bits already depend on the batch it is bounded in), and a pass's rows are
   // few (the spec's, or each box's unstable neurons), so padding cost ~15 % of the boxes a
-  // second on ACAS Xu (docs/results.md).
+  // second on ACAS Xu (docs/archive/results-2026.md).
   bo.align_rows = false;
-  BabResult res;
-  try {
-    return search(g, c, objective, options, deadline, bo, progress, res);
-  } catch (const DeadlineReached&) {
-    res.status = BabStatus::kTimeout;
-    return res;
-  }
+  InputBab bab(options, context, g, problem, bo, progress);
+  return bab.run();
 }
 
 }  // namespace distcrown::bab

@@ -32,7 +32,7 @@
 #include "distcrown/util/error.hpp"
 #include "distcrown/util/memory.hpp"
 #include "distcrown/util/output_file.hpp"
-#include "distcrown/util/tensor_values.hpp"
+#include "util/tensor_values.hpp"
 
 namespace distcrown::cli {
 namespace {
@@ -161,8 +161,8 @@ int run_bounds(const RunOptions& a) {
   // Tensor parallelism (sharding/partitioner.hpp): `tp` keeps IBP bounds inside sharded zones.
   if (plan == sharding::ShardPlan::kTp) options.sharded_intermediate = ShardedIntermediate::kIbp;
   if (sharding::is_tensor_parallel(plan) && a.spec_parallel) {
-    throw InvalidArgument("--spec-parallel cannot be combined with --shard " +
-                          std::string(enum_name(plan)));
+    throw InvalidArgument("--spec-parallel with --shard " + std::string(enum_name(plan)) + ": " +
+                          spec_parallel_tensor_parallel_refusal());
   }
 
   // Load, check and shard on every rank; a failure anywhere stops every rank here.
@@ -197,18 +197,16 @@ int run_bounds(const RunOptions& a) {
   const auto t0 = std::chrono::steady_clock::now();
   Interval b;
   try {
+    AlphaOptions alpha = a.alpha;
+    // α-CROWN stops optimising at the deadline (the check below then reports it); across ranks
+    // at the same iteration, agreed, so that no rank leaves the collectives of the next one.
     if (method == Method::kAlphaCrown) {
-      AlphaOptions alpha = a.alpha;
-      // Stop optimising at the deadline (the check below then reports it); across ranks at the
-      // same iteration, agreed, so that no rank leaves the collectives of the next one.
       alpha.deadline = deadline.agreed_by(collective::expiry_agreement(comm));
-      const AlphaResult r =
-          alpha_crown(graph, box, {}, alpha, options, true, true, a.spec_parallel ? comm : nullptr);
-      b = r.bounds;
-      mine.alpha = r.alpha_bytes;
-    } else {
-      b = compute_bounds(graph, box, method, options, {}, a.spec_parallel ? comm : nullptr);
     }
+    const MethodBounds r =
+        compute_bounds(graph, box, method, alpha, options, {}, a.spec_parallel ? comm : nullptr);
+    b = r.bounds;
+    mine.alpha = r.alpha_bytes;
   } catch (const std::exception& e) {
     if (comm->size() == 1) throw;
     // The other ranks may be waiting in a collective: end them all.

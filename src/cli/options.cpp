@@ -115,7 +115,9 @@ const std::vector<OptionSpec>& table() {
                "FILE"))},
       {"report", Applies::kVerify,
        "write a JSON summary here: result, time_s (since the process started), world_size, "
-       "groups, shard, domains_bounded, domains_per_group, domains_moved (between groups), "
+       "groups, shard, split (input or relu: what branch and bound splits), intermediate (the "
+       "scheme of the bounding passes), domains_bounded, domains_per_group, domains_moved "
+       "(between groups), "
        "domains_moved_in_groups (spec-parallel: between a group's ranks), counterexample_group, "
        "bab_min_batch, memory "
        "(peak_bytes resident, the largest over the ranks, and per rank; limit_bytes), comm",

@@ -302,30 +302,15 @@ int run_verify(const RunOptions& a) {
   at::set_num_threads(a.threads);
   bab::VerifyOptions o = a.verify;
   std::optional<ProblemInput> loaded;
+  // Every option that the layout refuses is refused here, on every rank, before anything is
+  // sharded (bab::verify_refusal: each refusal written once; verify() asks it again).
+  o.bab.spec_parallel = a.spec_parallel;
   collective::run_agreed(*world, [&] {
-    if (world->size() % a.domain_groups != 0) {
-      throw InvalidArgument("--domain-groups " + std::to_string(a.domain_groups) +
-                            " does not divide the " + std::to_string(world->size()) + " ranks");
-    }
-    if (sharding::is_tensor_parallel(a.shard) && a.spec_parallel &&
-        world->size() > a.domain_groups) {
-      throw UnsupportedError(
-          "verify --spec-parallel gives the ranks of a group different domains; "
-          "--shard " +
-          std::string(enum_name(a.shard)) + " needs every rank of a group in the same passes");
-    }
     loaded.emplace(load_problem_input(a.model, a.vnnlib));
-    if (a.spec_parallel && world->size() > a.domain_groups) {  // groups of several ranks
-      if (bab::splits_inputs(o, loaded->problem.graph)) {
-        throw UnsupportedError(
-            "verify --spec-parallel shares ReLU splitting's batches between the ranks of a "
-            "group; input splitting (networks with at most " +
-            std::to_string(o.input_split_max_inputs) +
-            " inputs, or --split input) is shared by --domain-groups only");
-      }
-      if (std::string why = bab::spec_parallel_refusal(o.bab); !why.empty()) {
-        throw UnsupportedError("verify --spec-parallel: " + why);
-      }
+    const bab::RunLayout layout{world->size(), a.domain_groups,
+                                sharding::is_tensor_parallel(a.shard)};
+    if (std::string why = bab::verify_refusal(o, layout, loaded->problem.graph); !why.empty()) {
+      throw InvalidArgument("verify: " + why);
     }
   });
   collective::check_same_inputs(
@@ -344,8 +329,9 @@ int run_verify(const RunOptions& a) {
     group = group_size == 1 ? collective::make_local_communicator()
                             : world->split(world->rank() / group_size);
   }
-  o.bab.world = {world, group, a.domain_groups};
-  o.bab.spec_parallel = a.spec_parallel;
+  bab::RunContext context;
+  context.deadline = deadline;
+  context.world = {world, group, a.domain_groups};
   // --iterations and --lr are α-CROWN's, here the root's.
   o.bab.root_iterations = a.alpha.iterations;
   o.bab.root_lr = a.alpha.lr;
@@ -357,39 +343,40 @@ int run_verify(const RunOptions& a) {
   } else {
     o.bab.memory_limit_bytes = bab::default_memory_limit_bytes(a.device == Device::kCuda);
   }
-  o.bound.crown_batch_size = a.bound.crown_batch_size;
-  o.bound.conv_mode = a.bound.conv_mode;
+  o.bab.bound.crown_batch_size = a.bound.crown_batch_size;
+  o.bab.bound.conv_mode = a.bound.conv_mode;
   // --shard tp keeps the IBP bounds of tensor-parallel neurons (the reference work's scheme).
   if (a.shard == sharding::ShardPlan::kTp) {
-    o.bound.sharded_intermediate = ShardedIntermediate::kIbp;
+    o.bab.bound.sharded_intermediate = ShardedIntermediate::kIbp;
   }
   // Input splitting bounds many small boxes of a small network: CROWN intersected with IBP
   // tightens every box; on the neurons IBP leaves unstable only (each box its own), since deep
   // in the search most are stable, and their CROWN rows would only tighten the IBP chain
-  // (docs/results.md, "Input splitting: rows for the unstable neurons only").
-  const bool inputs_split = o.split != bab::SplitMode::kRelu &&
-                            in.problem.graph.input_numel() <= o.input_split_max_inputs;
-  o.bound.scheme = scheme_of(a.intermediate, inputs_split ? IntermediateScheme::kTightUnstable
-                                                          : IntermediateScheme::kAutoLirpa);
+  // (docs/archive/results-2026.md, "Input splitting: rows for the unstable neurons only").
+  o.bab.bound.scheme = scheme_of(a.intermediate, bab::splits_inputs(o, in.problem.graph)
+                                                     ? IntermediateScheme::kTightUnstable
+                                                     : IntermediateScheme::kAutoLirpa);
   // Always: float64 ONNX models load with float64 parameters, and --dtype decides.
   in.problem.graph.to_dtype(a.dtype == Dtype::kFloat64 ? at::kDouble : at::kFloat);
   // FSDP shards the weights over the ranks of each domain group (sharding/sharded_param.hpp).
-  sharding::shard_graph(in.problem.graph, a.shard, o.bab.world.group);
+  sharding::shard_graph(in.problem.graph, a.shard, context.world.group);
   // This rank's resident weights between uses (FSDP: its shards; the report shows weights ÷ P).
   const int64_t param_bytes = in.problem.graph.param_bytes();
   if (a.device == Device::kCuda) in.problem.graph.to_device(at::Device(at::kCUDA));
-  o.bab.world.group->reset_stats();
+  context.world.group->reset_stats();
   bab::VerifyResult r;
   try {
-    r = bab::verify(in.problem.graph, in.problem.property, o, deadline);
+    r = bab::verify(o, context, in.problem.graph, in.problem.property);
   } catch (const std::exception& e) {
     if (world->size() == 1) throw;
     // The other ranks may be waiting in a collective: end them all.
     std::fprintf(stderr, "distcrown: error: rank %d: %s\n", world->rank(), e.what());
     collective::abort_all_ranks(1);
   }
-  const nlohmann::json facts = run_facts(a, *world, *o.bab.world.group, r, o.bab.memory_limit_bytes,
-                                         param_bytes);  // collective
+  nlohmann::json facts = run_facts(a, *world, *context.world.group, r, o.bab.memory_limit_bytes,
+                                   param_bytes);  // collective
+  facts["split"] = bab::splits_inputs(o, in.problem.graph) ? "input" : "relu";
+  facts["intermediate"] = std::string(enum_name(o.bab.bound.scheme));
   if (watchdog && !watchdog->claim()) {
     for (;;) ::pause();  // the watchdog has answered; its signal ends the process
   }

@@ -1,9 +1,9 @@
-#include "distcrown/graph/op_registry.hpp"
+#include "graph/op_registry.hpp"
 
 #include <ATen/ATen.h>
 
 #include "distcrown/util/error.hpp"
-#include "distcrown/util/tensor_values.hpp"
+#include "util/tensor_values.hpp"
 
 namespace distcrown {
 

@@ -1,4 +1,4 @@
-#include "distcrown/io/onnx_build.hpp"
+#include "io/onnx_build.hpp"
 
 #include <ATen/ATen.h>
 

@@ -3,7 +3,7 @@
 // replaces them by one Gelu node (opset 20 semantics), so that it is bounded as one function
 // (ops/gelu.cpp, BoundGeluFn) instead of node by node (Erf, then a product by McCormick: 2.5–2.8×
 // looser under CROWN).
-#include "distcrown/io/onnx_model.hpp"
+#include "io/onnx_model.hpp"
 
 namespace distcrown::io {
 

@@ -11,10 +11,10 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
-#include "distcrown/io/onnx_model.hpp"
-#include "distcrown/ops/builtin_ops.hpp"
 #include "distcrown/util/error.hpp"
+#include "io/onnx_model.hpp"
 #include "onnx_gelu_fusion.hpp"
+#include "ops/builtin_ops.hpp"
 
 namespace distcrown::io {
 namespace {

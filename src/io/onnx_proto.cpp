@@ -4,8 +4,8 @@
 
 #include <onnx/onnx_pb.h>
 
-#include "distcrown/io/onnx_model.hpp"
 #include "distcrown/util/error.hpp"
+#include "io/onnx_model.hpp"
 
 namespace distcrown::io {
 namespace {

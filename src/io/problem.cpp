@@ -6,7 +6,7 @@
 
 #include "distcrown/io/onnx_loader.hpp"
 #include "distcrown/util/error.hpp"
-#include "distcrown/util/tensor_values.hpp"
+#include "util/tensor_values.hpp"
 
 namespace distcrown::io {
 

@@ -1,12 +1,12 @@
-#include "distcrown/io/synthetic.hpp"
+#include "io/synthetic.hpp"
 
 #include <cmath>
 #include <cstdio>
 
 #include <ATen/ATen.h>
 
-#include "distcrown/io/onnx_build.hpp"
 #include "distcrown/io/onnx_loader.hpp"
+#include "io/onnx_build.hpp"
 
 namespace distcrown::io {
 namespace {

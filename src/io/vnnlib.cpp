@@ -240,13 +240,26 @@ Dnf dnf_true() { return Dnf(1); }
 // ---------------------------------------------------------------------------------------------
 // Parser
 
-class Parser {
- public:
-  Parser(std::string_view text, std::string source) : lexer_(text), source_(std::move(source)) {}
+// A parse error at position p of the file `source`.
+[[noreturn]] void fail_at(const std::string& source, Pos p, const std::string& msg) {
+  throw ParseError(source + ":" + pos_str(p) + ": " + msg);
+}
 
-  VnnlibProperty parse() {
-    while (lexer_.peek().kind != TokKind::kEof) parse_command();
-    eof_pos_ = lexer_.peek().pos;
+// The property a parsed file describes: its declarations checked, and its DNF grouped into input
+// boxes (one per distinct box) with their output disjuncts. Errors name the file and position.
+class CaseAssembly {
+ public:
+  CaseAssembly(const std::string& source, Pos eof_pos,
+               const std::unordered_map<int64_t, Pos> (&declared)[2],
+               const std::vector<Atom>& atoms, const Term& common, const Dnf& rest)
+      : source_(source),
+        eof_pos_(eof_pos),
+        declared_(declared),
+        atoms_(atoms),
+        common_(common),
+        rest_(rest) {}
+
+  VnnlibProperty assemble() const {
     VnnlibProperty prop;
     prop.source = source_;
     prop.num_inputs = check_declarations(false);
@@ -256,9 +269,130 @@ class Parser {
   }
 
  private:
-  [[noreturn]] void fail(Pos p, const std::string& msg) const {
-    throw ParseError(source_ + ":" + pos_str(p) + ": " + msg);
+  [[noreturn]] void fail(Pos p, const std::string& msg) const { fail_at(source_, p, msg); }
+
+  // Checks that the X (or Y) indices are 0..n-1 and returns n.
+  int64_t check_declarations(bool is_output) const {
+    const auto& decls = declared_[is_output];
+    const char* prefix = is_output ? "Y" : "X";
+    if (decls.empty()) {
+      fail(eof_pos_, std::string("no ") + (is_output ? "output" : "input") +
+                         " variables declared " + "(expected (declare-const " + prefix +
+                         "_0 Real))");
+    }
+    int64_t n = static_cast<int64_t>(decls.size());
+    const std::pair<const int64_t, Pos>* stray = nullptr;  // smallest index >= n
+    for (const auto& kv : decls) {
+      if (kv.first >= n && (stray == nullptr || kv.first < stray->first)) stray = &kv;
+    }
+    if (stray == nullptr) return n;
+    int64_t missing = 0;
+    while (decls.count(missing) != 0) ++missing;
+    fail(stray->second, var_str(is_output, stray->first) + " is declared but " +
+                            var_str(is_output, missing) +
+                            " is not: variable indices must be contiguous from 0");
   }
+
+  void apply_input_bounds(const Term& term, std::vector<double>* lo,
+                          std::vector<double>* hi) const {
+    for (int32_t id : term) {
+      const Atom& a = atoms_[id];
+      if (a.kind == Atom::Kind::kInputLower) {
+        (*lo)[a.input] = std::max((*lo)[a.input], a.value);
+      } else if (a.kind == Atom::Kind::kInputUpper) {
+        (*hi)[a.input] = std::min((*hi)[a.input], a.value);
+      }
+    }
+  }
+
+  // Throws if some X_i of a non-empty box lacks a finite bound.
+  void check_box_bounded(const std::vector<double>& lo, const std::vector<double>& hi,
+                         size_t term_index) const {
+    for (size_t i = 0; i < lo.size(); ++i) {
+      bool no_lower = !std::isfinite(lo[i]);
+      if (!no_lower && std::isfinite(hi[i])) continue;
+      std::string msg = var_str(false, static_cast<int64_t>(i)) + " has no " +
+                        (no_lower ? "lower" : "upper") + " bound";
+      if (rest_.size() > 1) {
+        msg += " in disjunct " + std::to_string(term_index + 1) + " of " +
+               std::to_string(rest_.size()) + " of the formula's disjunctive normal form";
+      }
+      fail(declared_[0].at(static_cast<int64_t>(i)), msg);
+    }
+  }
+
+  LinearConstraint to_constraint(const Atom& a, int64_t num_outputs) const {
+    LinearConstraint c;
+    c.coeffs.assign(static_cast<size_t>(num_outputs), 0.0);
+    for (const auto& [index, coeff] : a.output_coeffs) c.coeffs[static_cast<size_t>(index)] = coeff;
+    c.rhs = a.value;
+    return c;
+  }
+
+  // The output constraints of `common_` and `term`, merged in textual order.
+  OutputConjunction make_conjunction(const Term& common_outputs, const Term& term,
+                                     int64_t num_outputs) const {
+    Term ids;
+    for (int32_t id : term) {
+      if (atoms_[id].kind == Atom::Kind::kOutput) ids.push_back(id);
+    }
+    Term merged;
+    std::merge(common_outputs.begin(), common_outputs.end(), ids.begin(), ids.end(),
+               std::back_inserter(merged));
+    OutputConjunction conj;
+    for (int32_t id : merged) conj.constraints.push_back(to_constraint(atoms_[id], num_outputs));
+    return conj;
+  }
+
+  void build_cases(VnnlibProperty* prop) const {
+    size_t n = static_cast<size_t>(prop->num_inputs);
+    std::vector<double> common_lo(n, -kInf), common_hi(n, kInf);
+    apply_input_bounds(common_, &common_lo, &common_hi);
+    Term common_outputs;
+    for (int32_t id : common_) {
+      if (atoms_[id].kind == Atom::Kind::kOutput) common_outputs.push_back(id);
+    }
+    std::map<std::vector<double>, size_t> case_of_box;  // lower ++ upper -> index in cases
+    for (size_t k = 0; k < rest_.size(); ++k) {
+      std::vector<double> lo = common_lo, hi = common_hi;
+      apply_input_bounds(rest_[k], &lo, &hi);
+      bool empty = false;
+      for (size_t i = 0; i < n && !empty; ++i) empty = lo[i] > hi[i];
+      if (empty) continue;
+      check_box_bounded(lo, hi, k);
+      std::vector<double> key = lo;
+      key.insert(key.end(), hi.begin(), hi.end());
+      auto [it, inserted] = case_of_box.emplace(std::move(key), prop->cases.size());
+      if (inserted) {
+        prop->cases.emplace_back();
+        prop->cases.back().input_lower = std::move(lo);
+        prop->cases.back().input_upper = std::move(hi);
+      }
+      prop->cases[it->second].disjuncts.push_back(
+          make_conjunction(common_outputs, rest_[k], prop->num_outputs));
+    }
+  }
+
+  const std::string& source_;
+  Pos eof_pos_;
+  const std::unordered_map<int64_t, Pos> (&declared_)[2];
+  const std::vector<Atom>& atoms_;
+  const Term& common_;
+  const Dnf& rest_;
+};
+
+class Parser {
+ public:
+  Parser(std::string_view text, std::string source) : lexer_(text), source_(std::move(source)) {}
+
+  VnnlibProperty parse() {
+    while (lexer_.peek().kind != TokKind::kEof) parse_command();
+    eof_pos_ = lexer_.peek().pos;
+    return CaseAssembly{source_, eof_pos_, declared_, atoms_, common_, rest_}.assemble();
+  }
+
+ private:
+  [[noreturn]] void fail(Pos p, const std::string& msg) const { fail_at(source_, p, msg); }
 
   static std::string describe(const Token& t) {
     if (t.kind != TokKind::kAtom) return std::string(enum_name(t.kind));
@@ -582,110 +716,6 @@ class Parser {
     out = std::move(*linear);
     scale(&out, factor);
     return out;
-  }
-
-  // --- Final assembly ------------------------------------------------------------------------
-
-  // Checks that the X (or Y) indices are 0..n-1 and returns n.
-  int64_t check_declarations(bool is_output) const {
-    const auto& decls = declared_[is_output];
-    const char* prefix = is_output ? "Y" : "X";
-    if (decls.empty()) {
-      fail(eof_pos_, std::string("no ") + (is_output ? "output" : "input") +
-                         " variables declared " + "(expected (declare-const " + prefix +
-                         "_0 Real))");
-    }
-    int64_t n = static_cast<int64_t>(decls.size());
-    const std::pair<const int64_t, Pos>* stray = nullptr;  // smallest index >= n
-    for (const auto& kv : decls) {
-      if (kv.first >= n && (stray == nullptr || kv.first < stray->first)) stray = &kv;
-    }
-    if (stray == nullptr) return n;
-    int64_t missing = 0;
-    while (decls.count(missing) != 0) ++missing;
-    fail(stray->second, var_str(is_output, stray->first) + " is declared but " +
-                            var_str(is_output, missing) +
-                            " is not: variable indices must be contiguous from 0");
-  }
-
-  void apply_input_bounds(const Term& term, std::vector<double>* lo,
-                          std::vector<double>* hi) const {
-    for (int32_t id : term) {
-      const Atom& a = atoms_[id];
-      if (a.kind == Atom::Kind::kInputLower) {
-        (*lo)[a.input] = std::max((*lo)[a.input], a.value);
-      } else if (a.kind == Atom::Kind::kInputUpper) {
-        (*hi)[a.input] = std::min((*hi)[a.input], a.value);
-      }
-    }
-  }
-
-  // Throws if some X_i of a non-empty box lacks a finite bound.
-  void check_box_bounded(const std::vector<double>& lo, const std::vector<double>& hi,
-                         size_t term_index) const {
-    for (size_t i = 0; i < lo.size(); ++i) {
-      bool no_lower = !std::isfinite(lo[i]);
-      if (!no_lower && std::isfinite(hi[i])) continue;
-      std::string msg = var_str(false, static_cast<int64_t>(i)) + " has no " +
-                        (no_lower ? "lower" : "upper") + " bound";
-      if (rest_.size() > 1) {
-        msg += " in disjunct " + std::to_string(term_index + 1) + " of " +
-               std::to_string(rest_.size()) + " of the formula's disjunctive normal form";
-      }
-      fail(declared_[0].at(static_cast<int64_t>(i)), msg);
-    }
-  }
-
-  LinearConstraint to_constraint(const Atom& a, int64_t num_outputs) const {
-    LinearConstraint c;
-    c.coeffs.assign(static_cast<size_t>(num_outputs), 0.0);
-    for (const auto& [index, coeff] : a.output_coeffs) c.coeffs[static_cast<size_t>(index)] = coeff;
-    c.rhs = a.value;
-    return c;
-  }
-
-  // The output constraints of `common_` and `term`, merged in textual order.
-  OutputConjunction make_conjunction(const Term& common_outputs, const Term& term,
-                                     int64_t num_outputs) const {
-    Term ids;
-    for (int32_t id : term) {
-      if (atoms_[id].kind == Atom::Kind::kOutput) ids.push_back(id);
-    }
-    Term merged;
-    std::merge(common_outputs.begin(), common_outputs.end(), ids.begin(), ids.end(),
-               std::back_inserter(merged));
-    OutputConjunction conj;
-    for (int32_t id : merged) conj.constraints.push_back(to_constraint(atoms_[id], num_outputs));
-    return conj;
-  }
-
-  void build_cases(VnnlibProperty* prop) const {
-    size_t n = static_cast<size_t>(prop->num_inputs);
-    std::vector<double> common_lo(n, -kInf), common_hi(n, kInf);
-    apply_input_bounds(common_, &common_lo, &common_hi);
-    Term common_outputs;
-    for (int32_t id : common_) {
-      if (atoms_[id].kind == Atom::Kind::kOutput) common_outputs.push_back(id);
-    }
-    std::map<std::vector<double>, size_t> case_of_box;  // lower ++ upper -> index in cases
-    for (size_t k = 0; k < rest_.size(); ++k) {
-      std::vector<double> lo = common_lo, hi = common_hi;
-      apply_input_bounds(rest_[k], &lo, &hi);
-      bool empty = false;
-      for (size_t i = 0; i < n && !empty; ++i) empty = lo[i] > hi[i];
-      if (empty) continue;
-      check_box_bounded(lo, hi, k);
-      std::vector<double> key = lo;
-      key.insert(key.end(), hi.begin(), hi.end());
-      auto [it, inserted] = case_of_box.emplace(std::move(key), prop->cases.size());
-      if (inserted) {
-        prop->cases.emplace_back();
-        prop->cases.back().input_lower = std::move(lo);
-        prop->cases.back().input_upper = std::move(hi);
-      }
-      prop->cases[it->second].disjuncts.push_back(
-          make_conjunction(common_outputs, rest_[k], prop->num_outputs));
-    }
   }
 
   Lexer lexer_;

@@ -1,4 +1,4 @@
-#include "distcrown/methods/adam.hpp"
+#include "methods/adam.hpp"
 
 #include <cmath>
 #include <utility>

@@ -6,9 +6,9 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
-#include "distcrown/methods/adam.hpp"
 #include "distcrown/methods/crown.hpp"
 #include "distcrown/util/error.hpp"
+#include "methods/relaxation_optimiser.hpp"
 
 namespace distcrown {
 namespace {
@@ -267,9 +267,11 @@ int64_t AlphaSlopes::bytes() const {
   return b;
 }
 
-AlphaResult alpha_crown(const BoundGraph& g, const InputBox& box, const at::Tensor& C,
-                        const AlphaOptions& alpha, const BoundOptions& options, bool lower,
-                        bool upper, const collective::CommPtr& spec_comm) {
+AlphaResult alpha_crown(const AlphaOptions& alpha, const BoundGraph& g, const InputBox& box,
+                        const at::Tensor& C, const collective::CommPtr& spec_comm) {
+  const BoundOptions& options = alpha.bound;
+  const bool lower = alpha.sides != BoundSides::kUpper;
+  const bool upper = alpha.sides != BoundSides::kLower;
   if (alpha.iterations < 1) throw InvalidArgument("alpha-CROWN needs at least 1 iteration");
   if (!(alpha.lr > 0)) throw InvalidArgument("alpha-CROWN learning rate must be > 0");
   const int64_t spec_rows = C.defined() ? C.size(0) : g.output_numel();
@@ -318,7 +320,9 @@ AlphaResult alpha_crown(const BoundGraph& g, const InputBox& box, const at::Tens
     AlphaSlopes slopes(g, spec_rows, spec_comm ? spec_comm->rank() : 0,
                        spec_comm ? spec_comm->size() : 1);
     slopes.initialise_from(crown_bounds, options);
-    Adam adam(alpha.lr);
+    RelaxationOptimiser optimiser;
+    const size_t slopes_group =
+        optimiser.add_group(alpha.lr, RelaxationOptimiser::Projection::kNone);
     at::Tensor best;      // [batch, spec], auto_LiRPA's best: moves on improving iterations only
     at::Tensor tightest;  // [batch, spec], elementwise best over every iteration: the result
     at::Tensor saved;     // [batch]: summed bound of the iteration the reference was last saved at
@@ -401,9 +405,9 @@ AlphaResult alpha_crown(const BoundGraph& g, const InputBox& box, const at::Tens
       if (it + 1 == alpha.iterations || params.empty() || !loss.requires_grad() || out_of_time()) {
         break;
       }
-      loss.backward();
-      adam.step(params);
-      adam.decay(alpha.lr_decay);
+      optimiser.set_params(slopes_group, params);
+      optimiser.step(loss);
+      optimiser.decay(alpha.lr_decay);
     }
     result.alpha_bytes = std::max(result.alpha_bytes, slopes.bytes());
     (lower_side ? result.bounds.lower : result.bounds.upper) = tightest;

@@ -6,7 +6,7 @@
 #include "distcrown/methods/crown.hpp"
 #include "distcrown/methods/ibp.hpp"
 #include "distcrown/util/error.hpp"
-#include "distcrown/util/tensor_values.hpp"
+#include "util/tensor_values.hpp"
 
 namespace distcrown {
 
@@ -17,21 +17,29 @@ void require_finite(const Interval& b) {
                      " (weights or input bounds too large; --dtype float64 may help)");
 }
 
-Interval compute_bounds(const BoundGraph& g, const InputBox& box, Method method,
-                        const BoundOptions& options, const at::Tensor& C,
-                        collective::CommPtr spec_comm) {
-  Interval b;
+MethodBounds compute_bounds(const BoundGraph& g, const InputBox& box, Method method,
+                            const AlphaOptions& alpha, const BoundOptions& options,
+                            const at::Tensor& C, collective::CommPtr spec_comm) {
+  MethodBounds out;
   if (method == Method::kIbp) {
-    b = ibp_bounds(g, box, C);
+    out.bounds = ibp_bounds(g, box, C);
   } else if (method == Method::kAlphaCrown) {
-    b = alpha_crown(g, box, C, AlphaOptions{}, options, true, true, spec_comm).bounds;
+    const AlphaResult r = alpha_crown(alpha.with_bound(options), g, box, C, spec_comm);
+    out.bounds = r.bounds;
+    out.alpha_bytes = r.alpha_bytes;
   } else {
     CrownEngine engine(g, box, options, std::move(spec_comm));
     engine.compute_intermediate_bounds();
-    b = engine.output_bounds(C);
+    out.bounds = engine.output_bounds(C);
   }
-  require_finite(b);
-  return b;
+  require_finite(out.bounds);
+  return out;
+}
+
+Interval compute_bounds(const BoundGraph& g, const InputBox& box, Method method,
+                        const BoundOptions& options, const at::Tensor& C,
+                        collective::CommPtr spec_comm) {
+  return compute_bounds(g, box, method, AlphaOptions{}, options, C, std::move(spec_comm)).bounds;
 }
 
 }  // namespace distcrown

@@ -8,6 +8,7 @@
 #include "distcrown/collective/autograd.hpp"
 #include "distcrown/methods/ibp.hpp"
 #include "distcrown/util/error.hpp"
+#include "backward_walk.hpp"
 #include "row_align.hpp"
 
 namespace distcrown {
@@ -64,7 +65,7 @@ CrownEngine::CrownEngine(const BoundGraph& g, InputBox box, BoundOptions options
   // shares), which spec-parallel splitting would break.
   for (int i = 1; spec_comm_ && spec_comm_->size() > 1 && i < g.size(); ++i) {
     if (g.node(i).op->output_shard() != nullptr) {
-      throw InvalidArgument("spec-parallel bounding cannot be combined with tensor parallelism");
+      throw InvalidArgument(spec_parallel_tensor_parallel_refusal());
     }
   }
   bounds_[0] = box_;
@@ -354,22 +355,15 @@ Interval CrownEngine::backward_from(int start, BoundA a, const at::Tensor& rows)
   pending.emplace(start, std::move(a));
   BiasPair bias;
   std::vector<const Interval*> in_bounds;
-  for (int i = start; i >= 1; --i) {
-    auto it = pending.find(i);
-    if (it == pending.end()) continue;
-    opt_.checkpoint();  // may throw DeadlineReached; the pass's A matrices are freed
-    BoundA here = std::move(it->second);
-    pending.erase(it);
-    watch_deadline(here.lA);
-    const GraphNode& node = g_.node(i);
-    step_inputs(node, in_bounds);
-    std::vector<BoundA> outs = dense_step(start, i, here, in_bounds, bias, rows, true);
-    here = {};  // the node's A is no longer needed
-    for (size_t j = 0; j < node.inputs.size(); ++j) {
-      auto [slot, inserted] = pending.try_emplace(node.inputs[j], std::move(outs[j]));
-      if (!inserted) add_into(slot->second, outs[j]);
-    }
-  }
+  walk_backward(
+      g_, start, pending, opt_.checkpoint,
+      [&](int i, const GraphNode& node, const BoundA& here) {
+        watch_deadline(here.lA);
+        step_inputs(node, in_bounds);
+        return dense_step(start, i, here, in_bounds, bias, rows, true);
+      },
+      [](BoundA& /*a*/, int /*node*/) {},
+      [](BoundA& slot, BoundA in, int /*node*/) { add_into(slot, in); });
   const auto it = pending.find(0);
   if (it == pending.end()) throw Error("internal: backward pass did not reach the input");
   if (hook_ != nullptr) hook_->observe(start, 0, it->second);

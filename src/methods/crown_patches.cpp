@@ -11,6 +11,7 @@
 
 #include "distcrown/methods/crown.hpp"
 #include "distcrown/util/error.hpp"
+#include "backward_walk.hpp"
 #include "row_align.hpp"
 
 namespace distcrown {
@@ -113,17 +114,11 @@ Interval CrownEngine::backward_from_patches(int start, PatchesA a, const at::Ten
   pending[start].patches = std::move(a);
   BiasPair bias;
   std::vector<const Interval*> in_bounds;
-  for (int i = start; i >= 1; --i) {
-    auto it = pending.find(i);
-    if (it == pending.end()) continue;
-    opt_.checkpoint();  // may throw DeadlineReached; the pass's A matrices are freed
-    PendingA here = std::move(it->second);
-    pending.erase(it);
+  const auto step = [&](int i, const GraphNode& node, PendingA& here) {
     if (largest_a != nullptr) {
       *largest_a = std::max(*largest_a, here.any().numel() * here.any().element_size());
     }
     watch_deadline(here.patches ? here.patches->lA : here.dense.lA);
-    const GraphNode& node = g_.node(i);
     step_inputs(node, in_bounds);
     if (here.patches && !node.op->traits().patches) {
       here.dense = dense_of(*here.patches, node.shape);
@@ -153,28 +148,26 @@ Interval CrownEngine::backward_from_patches(int start, PatchesA a, const at::Ten
         outs.push_back(std::move(out));
       }
     }
-    here = {};  // the node's A is no longer needed
-    for (size_t j = 0; j < node.inputs.size(); ++j) {
-      const int p = node.inputs[j];
-      const auto& in_shape = g_.node(p).shape;
-      PendingA& out = outs[j];
-      // Patches on a node that is not a feature map, or whose windows cover it: dense.
-      if (out.patches) {
-        if (in_shape.size() != 4) {
-          throw Error("internal: patches reached node '" + g_.node(p).name +
-                      "', which is not [C, H, W]");
-        }
-        const auto kernel = out.patches->kernel();
-        if (kernel[0] * kernel[1] >= in_shape[2] * in_shape[3]) {
-          out.dense = dense_of(*out.patches, in_shape);
-          out.patches.reset();
-        }
-      }
-      // try_emplace leaves `out` alone when the node already has an A.
-      auto [slot, inserted] = pending.try_emplace(p, std::move(out));
-      if (!inserted) merge(slot->second, std::move(out), in_shape);
+    return outs;
+  };
+  // Patches on a node that is not a feature map, or whose windows cover it: dense.
+  const auto settle = [&](PendingA& out, int p) {
+    const auto& in_shape = g_.node(p).shape;
+    if (!out.patches) return;
+    if (in_shape.size() != 4) {
+      throw Error("internal: patches reached node '" + g_.node(p).name +
+                  "', which is not [C, H, W]");
     }
-  }
+    const auto kernel = out.patches->kernel();
+    if (kernel[0] * kernel[1] >= in_shape[2] * in_shape[3]) {
+      out.dense = dense_of(*out.patches, in_shape);
+      out.patches.reset();
+    }
+  };
+  walk_backward(g_, start, pending, opt_.checkpoint, step, settle,
+                [&](PendingA& slot, PendingA in, int p) {
+                  merge(slot, std::move(in), g_.node(p).shape);
+                });
   const auto it = pending.find(0);
   if (it == pending.end()) throw Error("internal: backward pass did not reach the input");
   const PendingA& at_input = it->second;

@@ -8,4 +8,10 @@ Method parse_method(const std::string& name) { return parse_enum<Method>(name, "
 
 std::string to_string(Method m) { return std::string(enum_name(m)); }
 
+std::string spec_parallel_tensor_parallel_refusal() {
+  return "spec-parallel bounding gives the ranks of a group different rows or domains, which "
+         "cannot be combined with tensor parallelism: its layers need every rank of a group in "
+         "the same passes";
+}
+
 }  // namespace distcrown

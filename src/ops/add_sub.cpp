@@ -1,10 +1,10 @@
-#include "distcrown/ops/add_sub.hpp"
+#include "ops/add_sub.hpp"
 
 #include <ATen/ATen.h>
 
-#include "distcrown/graph/op_registry.hpp"
-#include "distcrown/ops/axes.hpp"
-#include "distcrown/ops/mul_div.hpp"
+#include "graph/op_registry.hpp"
+#include "ops/axes.hpp"
+#include "ops/mul_div.hpp"
 
 namespace distcrown::ops {
 namespace {

@@ -1,4 +1,4 @@
-#include "distcrown/ops/affine.hpp"
+#include "ops/affine.hpp"
 
 #include <ATen/ATen.h>
 

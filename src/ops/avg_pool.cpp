@@ -1,11 +1,11 @@
-#include "distcrown/ops/avg_pool.hpp"
+#include "ops/avg_pool.hpp"
 
 #include <numeric>
 #include <optional>
 
 #include <ATen/ATen.h>
 
-#include "distcrown/graph/op_registry.hpp"
+#include "graph/op_registry.hpp"
 
 namespace distcrown::ops {
 namespace {

@@ -1,4 +1,4 @@
-#include "distcrown/ops/axes.hpp"
+#include "ops/axes.hpp"
 
 #include <algorithm>
 

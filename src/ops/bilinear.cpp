@@ -1,4 +1,4 @@
-#include "distcrown/ops/bilinear.hpp"
+#include "ops/bilinear.hpp"
 
 #include <ATen/ATen.h>
 

@@ -1,4 +1,4 @@
-#include "distcrown/ops/builtin_ops.hpp"
+#include "ops/builtin_ops.hpp"
 
 namespace distcrown::ops {
 

@@ -1,15 +1,15 @@
 // Concat and Split: of constants (folded at import) and of bounded tensors along a non-batch axis.
 // Concat may mix bounded tensors and constants (a ViT's class token before its patch tokens):
 // BoundConcat. Split of a bounded tensor is one Slice per output (ops/slice.hpp).
-#include "distcrown/ops/concat.hpp"
+#include "ops/concat.hpp"
 
 #include <algorithm>
 
 #include <ATen/ATen.h>
 
-#include "distcrown/graph/op_registry.hpp"
-#include "distcrown/ops/axes.hpp"
-#include "distcrown/ops/slice.hpp"
+#include "graph/op_registry.hpp"
+#include "ops/axes.hpp"
+#include "ops/slice.hpp"
 
 namespace distcrown::ops {
 namespace {

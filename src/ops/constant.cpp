@@ -9,8 +9,8 @@
 
 #include <ATen/ATen.h>
 
-#include "distcrown/graph/op_registry.hpp"
-#include "distcrown/ops/axes.hpp"
+#include "graph/op_registry.hpp"
+#include "ops/axes.hpp"
 
 namespace distcrown::ops {
 namespace {

@@ -1,9 +1,9 @@
-#include "distcrown/ops/conv.hpp"
+#include "ops/conv.hpp"
 
 #include <ATen/ATen.h>
 
-#include "distcrown/graph/op_registry.hpp"
-#include "distcrown/ops/affine.hpp"
+#include "graph/op_registry.hpp"
+#include "ops/affine.hpp"
 
 namespace distcrown::ops {
 namespace {

@@ -17,8 +17,8 @@
 #include <optional>
 
 #include "distcrown/graph/bound_graph.hpp"
-#include "distcrown/ops/convex.hpp"
 #include "distcrown/util/error.hpp"
+#include "ops/convex.hpp"
 #include "tangent_point.hpp"
 
 namespace distcrown::ops {

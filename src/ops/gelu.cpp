@@ -44,13 +44,14 @@
 #include <vector>
 
 #include "distcrown/graph/bound_node.hpp"
-#include "distcrown/graph/op_registry.hpp"
-#include "distcrown/ops/add_sub.hpp"
-#include "distcrown/ops/bilinear.hpp"
-#include "distcrown/ops/mul_div.hpp"
-#include "distcrown/ops/power.hpp"
-#include "distcrown/ops/s_shaped.hpp"
 #include "elementwise_lines.hpp"
+#include "tangent_entries.hpp"
+#include "graph/op_registry.hpp"
+#include "ops/add_sub.hpp"
+#include "ops/bilinear.hpp"
+#include "ops/mul_div.hpp"
+#include "ops/power.hpp"
+#include "ops/s_shaped.hpp"
 
 namespace distcrown::ops {
 namespace {
@@ -128,7 +129,7 @@ at::Tensor concave_tangent_through(const at::Tensor& p, const at::Tensor& lo, co
 }
 
 // GELU (approximate = "none") as one function (header comment).
-class BoundGeluFn final : public BoundNode {
+class BoundGeluFn final : public TangentEntriesNode<BoundGeluFn> {
  public:
   std::string op_type() const override { return "Gelu"; }
   OpTraits traits() const override {
@@ -148,31 +149,9 @@ class BoundGeluFn final : public BoundNode {
             at::maximum(fl, fu)};
   }
 
-  std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> bounds,
-                               BiasPair& bias) const override {
-    return backward_relaxed(a, bounds, bias, RelaxParams{});
-  }
-
-  at::Tensor initial_relaxation_params(const Interval& in) const override {
-    return tangent_plan(in).init;  // [kEntries, B, *shape]
-  }
-
-  void project_relaxation_params(at::Tensor& alpha, const Interval& in) const override {
-    // alpha [2, rows, kEntries, B, *shape]; the ranges broadcast.
-    const TangentPlan plan = tangent_plan(in);
-    alpha.copy_(at::minimum(at::maximum(alpha, plan.lo), plan.hi));  // [kEntries, B, ...] each
-  }
-
-  std::vector<BoundA> backward_relaxed(const BoundA& a, std::span<const Interval* const> bounds,
-                                       BiasPair& bias, const RelaxParams& p) const override {
-    const Interval& pre = *bounds[0];
-    const bool optimised = p.alpha_l.defined() || p.alpha_u.defined();
-    const TangentPlan plan = optimised ? tangent_plan(pre) : TangentPlan{};
-    return {relax_elementwise(a, bias, p.alpha_l, p.alpha_u,
-                              [&](const at::Tensor& t) { return lines(pre, t, plan); })};
-  }
-
  private:
+  friend class TangentEntriesNode<BoundGeluFn>;
+
   // α's plan, BoundGelu's in its α stage. BoundGelu keeps 7 tangent points per neuron and side
   // (TangentEntry): each with its own initial value (CROWN's tangent point of its case), each
   // projected onto its own range at every use, whatever case the neuron is in now; the case picks

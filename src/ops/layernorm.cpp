@@ -15,14 +15,14 @@
 #include <ATen/ATen.h>
 
 #include "distcrown/graph/bound_graph.hpp"
-#include "distcrown/graph/op_registry.hpp"
-#include "distcrown/ops/add_sub.hpp"
-#include "distcrown/ops/axes.hpp"
-#include "distcrown/ops/bilinear.hpp"
-#include "distcrown/ops/convex.hpp"
-#include "distcrown/ops/mul_div.hpp"
-#include "distcrown/ops/power.hpp"
-#include "distcrown/ops/reduce.hpp"
+#include "graph/op_registry.hpp"
+#include "ops/add_sub.hpp"
+#include "ops/axes.hpp"
+#include "ops/bilinear.hpp"
+#include "ops/convex.hpp"
+#include "ops/mul_div.hpp"
+#include "ops/power.hpp"
+#include "ops/reduce.hpp"
 
 namespace distcrown::ops {
 namespace {

@@ -1,11 +1,11 @@
-#include "distcrown/ops/linear.hpp"
+#include "ops/linear.hpp"
 
 #include <algorithm>
 
 #include <ATen/ATen.h>
 
-#include "distcrown/graph/op_registry.hpp"
-#include "distcrown/ops/bilinear.hpp"
+#include "graph/op_registry.hpp"
+#include "ops/bilinear.hpp"
 
 namespace distcrown::ops {
 

@@ -1,12 +1,12 @@
-#include "distcrown/ops/linear_tp.hpp"
+#include "ops/linear_tp.hpp"
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
 #include "distcrown/collective/autograd.hpp"
 
-#include "distcrown/ops/linear.hpp"
 #include "distcrown/util/error.hpp"
+#include "ops/linear.hpp"
 
 namespace distcrown::ops {
 namespace {

@@ -1,10 +1,10 @@
-#include "distcrown/ops/max_pool.hpp"
+#include "ops/max_pool.hpp"
 
 #include <limits>
 
 #include <ATen/ATen.h>
 
-#include "distcrown/graph/op_registry.hpp"
+#include "graph/op_registry.hpp"
 
 namespace distcrown::ops {
 namespace {

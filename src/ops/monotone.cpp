@@ -1,4 +1,4 @@
-#include "distcrown/ops/monotone.hpp"
+#include "ops/monotone.hpp"
 
 #include <ATen/ATen.h>
 

@@ -1,12 +1,12 @@
-#include "distcrown/ops/mul_div.hpp"
+#include "ops/mul_div.hpp"
 
 #include <ATen/ATen.h>
 
 #include "distcrown/graph/bound_graph.hpp"
-#include "distcrown/graph/op_registry.hpp"
-#include "distcrown/ops/axes.hpp"
-#include "distcrown/ops/bilinear.hpp"
-#include "distcrown/ops/convex.hpp"
+#include "graph/op_registry.hpp"
+#include "ops/axes.hpp"
+#include "ops/bilinear.hpp"
+#include "ops/convex.hpp"
 
 namespace distcrown::ops {
 namespace {

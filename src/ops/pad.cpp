@@ -1,4 +1,4 @@
-#include "distcrown/ops/pad.hpp"
+#include "ops/pad.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include <ATen/ATen.h>
 
-#include "distcrown/graph/op_registry.hpp"
+#include "graph/op_registry.hpp"
 
 namespace distcrown::ops {
 namespace {

@@ -1,6 +1,6 @@
-#include "distcrown/ops/pool_window.hpp"
+#include "ops/pool_window.hpp"
 
-#include "distcrown/graph/op_registry.hpp"
+#include "graph/op_registry.hpp"
 
 namespace distcrown::ops {
 namespace {

@@ -35,8 +35,8 @@
 #include <string>
 
 #include "distcrown/graph/bound_graph.hpp"
-#include "distcrown/ops/power.hpp"
 #include "distcrown/util/error.hpp"
+#include "ops/power.hpp"
 #include "tangent_point.hpp"
 
 namespace distcrown::ops {

@@ -1,14 +1,14 @@
 // ReduceSum and ReduceMean: of constants (folded) and of bounded tensors over non-batch axes
 // (BoundReduce). The axes are an attribute up to ReduceSum-11 / ReduceMean-13 (opsets 1-12 /
 // 1-17) and an input from ReduceSum-13 / ReduceMean-18 on, which also bring noop_with_empty_axes.
-#include "distcrown/ops/reduce.hpp"
+#include "ops/reduce.hpp"
 
 #include <ATen/ATen.h>
 
 #include <limits>
 
-#include "distcrown/graph/op_registry.hpp"
-#include "distcrown/ops/axes.hpp"
+#include "graph/op_registry.hpp"
+#include "ops/axes.hpp"
 
 namespace distcrown::ops {
 namespace {

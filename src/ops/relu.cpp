@@ -1,4 +1,4 @@
-#include "distcrown/ops/relu.hpp"
+#include "ops/relu.hpp"
 
 #include <functional>
 #include <tuple>
@@ -7,9 +7,9 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
-#include "distcrown/graph/op_registry.hpp"
 #include "distcrown/util/error.hpp"
-#include "distcrown/util/recompute.hpp"
+#include "graph/op_registry.hpp"
+#include "util/recompute.hpp"
 
 namespace distcrown::ops {
 

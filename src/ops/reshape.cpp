@@ -1,13 +1,13 @@
-#include "distcrown/ops/reshape.hpp"
+#include "ops/reshape.hpp"
 
 #include <algorithm>
 #include <numeric>
 
 #include <ATen/ATen.h>
 
-#include "distcrown/graph/op_registry.hpp"
-#include "distcrown/ops/axes.hpp"
 #include "distcrown/util/error.hpp"
+#include "graph/op_registry.hpp"
+#include "ops/axes.hpp"
 
 namespace distcrown::ops {
 namespace {

@@ -20,9 +20,9 @@
 
 #include <numbers>
 
-#include "distcrown/ops/monotone.hpp"
-#include "distcrown/ops/s_shaped.hpp"
 #include "elementwise_lines.hpp"
+#include "ops/monotone.hpp"
+#include "ops/s_shaped.hpp"
 
 namespace distcrown::ops {
 namespace {

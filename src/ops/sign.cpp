@@ -2,7 +2,7 @@
 // the lowering) comes from ops/monotone.hpp.
 #include <ATen/ATen.h>
 
-#include "distcrown/ops/monotone.hpp"
+#include "ops/monotone.hpp"
 
 namespace distcrown::ops {
 namespace {

@@ -1,6 +1,6 @@
 // Slice and Gather: of constants (the shape arithmetic of exported graphs, folded at import) and
 // of bounded tensors along non-batch axes with constant positions (BoundSlice, BoundGather).
-#include "distcrown/ops/slice.hpp"
+#include "ops/slice.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -8,8 +8,8 @@
 
 #include <ATen/ATen.h>
 
-#include "distcrown/graph/op_registry.hpp"
-#include "distcrown/ops/axes.hpp"
+#include "graph/op_registry.hpp"
+#include "ops/axes.hpp"
 
 namespace distcrown::ops {
 namespace {

@@ -13,12 +13,12 @@
 // takes the maximum at the midpoint of the input's interval. Any j is sound.
 #include <ATen/ATen.h>
 
-#include "distcrown/graph/op_registry.hpp"
-#include "distcrown/ops/axes.hpp"
-#include "distcrown/ops/bilinear.hpp"
-#include "distcrown/ops/convex.hpp"
-#include "distcrown/ops/reduce.hpp"
-#include "distcrown/ops/reshape.hpp"
+#include "graph/op_registry.hpp"
+#include "ops/axes.hpp"
+#include "ops/bilinear.hpp"
+#include "ops/convex.hpp"
+#include "ops/reduce.hpp"
+#include "ops/reshape.hpp"
 
 namespace distcrown::ops {
 namespace {

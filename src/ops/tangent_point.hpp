@@ -12,8 +12,8 @@
 // Internal to ops/.
 #include <optional>
 
-#include "distcrown/ops/monotone.hpp"
 #include "elementwise_lines.hpp"
+#include "ops/monotone.hpp"
 
 namespace distcrown::ops {
 

@@ -53,8 +53,9 @@
 #include <vector>
 
 #include "distcrown/graph/bound_node.hpp"
-#include "distcrown/graph/op_registry.hpp"
 #include "elementwise_lines.hpp"
+#include "tangent_entries.hpp"
+#include "graph/op_registry.hpp"
 
 namespace distcrown::ops {
 namespace {
@@ -105,7 +106,7 @@ at::Tensor tangent_point_through(const at::Tensor& b) {
   return lo;
 }
 
-class BoundTrig final : public BoundNode {
+class BoundTrig final : public TangentEntriesNode<BoundTrig> {
  public:
   explicit BoundTrig(Trig f) : f_(f), phase_(f == Trig::kSin ? 0.0 : kPi / 2) {}
   std::string op_type() const override { return f_ == Trig::kSin ? "Sin" : "Cos"; }
@@ -129,31 +130,9 @@ class BoundTrig final : public BoundNode {
             at::where(holds_point(l, u, 0.5 * kPi - phase_), one, at::maximum(fl, fu))};
   }
 
-  std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> bounds,
-                               BiasPair& bias) const override {
-    return backward_relaxed(a, bounds, bias, RelaxParams{});
-  }
-
-  at::Tensor initial_relaxation_params(const Interval& in) const override {
-    return tangent_plan(in).init;  // [kEntries, B, *shape]
-  }
-
-  void project_relaxation_params(at::Tensor& alpha, const Interval& in) const override {
-    // alpha [2, rows, kEntries, B, *shape]; the ranges [kEntries, B, *shape] broadcast.
-    const TangentPlan plan = tangent_plan(in);
-    alpha.copy_(at::minimum(at::maximum(alpha, plan.lo), plan.hi));
-  }
-
-  std::vector<BoundA> backward_relaxed(const BoundA& a, std::span<const Interval* const> bounds,
-                                       BiasPair& bias, const RelaxParams& p) const override {
-    const Interval& pre = *bounds[0];
-    const bool optimised = p.alpha_l.defined() || p.alpha_u.defined();
-    const TangentPlan plan = optimised ? tangent_plan(pre) : TangentPlan{};
-    return {relax_elementwise(a, bias, p.alpha_l, p.alpha_u,
-                              [&](const at::Tensor& t) { return lines(pre, t, plan); })};
-  }
-
  private:
+  friend class TangentEntriesNode<BoundTrig>;
+
   // α's plan (header comment): per entry its initial value and range ([kEntries, B, *shape]);
   // per line ([2, B, *shape]: lower, upper) the entry it takes, whether it is a fixed line
   // (slope `fixed_k`) and, for the tangent's gradient, where the tangent point t lies in w:

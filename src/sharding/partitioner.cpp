@@ -5,8 +5,8 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
-#include "distcrown/ops/linear_tp.hpp"
 #include "distcrown/util/error.hpp"
+#include "ops/linear_tp.hpp"
 
 namespace distcrown::sharding {
 namespace {

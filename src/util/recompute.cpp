@@ -1,4 +1,4 @@
-#include "distcrown/util/recompute.hpp"
+#include "util/recompute.hpp"
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>

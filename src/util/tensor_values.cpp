@@ -1,4 +1,4 @@
-#include "distcrown/util/tensor_values.hpp"
+#include "util/tensor_values.hpp"
 
 #include <ATen/ATen.h>
 

@@ -10,7 +10,10 @@
 #include <vector>
 
 #include "distcrown/bab/attack.hpp"
+#include "distcrown/bab/objective.hpp"
 #include "distcrown/collective/communicator.hpp"
+#include "distcrown/io/vnnlib.hpp"
+#include "distcrown/methods/options.hpp"
 #include "distcrown/util/deadline.hpp"
 #include "distcrown/util/memory.hpp"
 
@@ -110,14 +113,27 @@ struct BabOptions {
   /// of the group's. Not with BabIntermediate::kRefresh.
   bool spec_parallel = false;
   AttackOptions attack;
-  bool progress = false;  // stderr, at most once a second
-  /// Where the progress lines go when the caller keeps one Progress across phases (verify);
-  /// null: a branch and bound with `progress` prints its own. Not owned.
-  Progress* reporter = nullptr;
-  BabWorld world;
+  /// Progress lines on stderr, at most once a second: printed by a run whose RunContext has no
+  /// Progress of its own (verify's is made from this too).
+  bool progress = false;
+  /// The bounding passes' options: the root's α-CROWN and every round's passes.
+  BoundOptions bound;
+  /// Measure the bytes the queued domains hold after every round (BabResult::peak_store; ReLU
+  /// splitting): the memory benchmark's breakdown, a walk over the queue each round.
+  bool measure_store = false;
 };
 
 enum class BabStatus { kProved, kFalsified, kTimeout, kUnknown };
+
+/// Bytes the queued domains hold, by kind (the memory benchmark's breakdown), at the round where
+/// their total peaked.
+struct DomainStoreBytes {
+  int64_t alpha = 0;
+  int64_t beta = 0;
+  int64_t bounds = 0;  // intermediate bounds (lower and upper)
+  int64_t other = 0;   // split decisions and branching scores
+  [[nodiscard]] int64_t total() const { return alpha + beta + bounds + other; }
+};
 
 struct BabResult {
   BabStatus status = BabStatus::kUnknown;
@@ -137,12 +153,15 @@ struct BabResult {
   /// limit made it smaller than BabOptions::batch or ended the search.
   int64_t min_batch = 0;
   bool memory_limited = false;
+  /// With BabOptions::measure_store: the queue's bytes at their peak.
+  DomainStoreBytes peak_store;
 };
 
-/// Why ReLU branch and bound cannot share its batches between ranks (BabOptions::spec_parallel)
-/// with `o`; empty when it can. Refreshed intermediate bounds bound each domain's own unstable
-/// neurons, a different number of passes in each rank's share.
-std::string spec_parallel_refusal(const BabOptions& o);
+/// Why ReLU branch and bound cannot share its batches between a group's ranks
+/// (BabOptions::spec_parallel) with `o`, on a tensor-parallel graph or not; empty when it can.
+/// Refreshed intermediate bounds bound each domain's own unstable neurons, a different number of
+/// passes in each rank's share; tensor-parallel layers need every rank in the same passes.
+std::string spec_parallel_refusal(const BabOptions& o, bool tensor_parallel);
 
 /// The default memory limit: half of the memory available now: on the CPU what the OS reports
 /// (Linux /proc/meminfo MemAvailable; 0 where that is not known: no limit), on a CUDA device
@@ -182,6 +201,29 @@ class Progress final : public Heartbeat {
   int64_t queued_ = 0;
   double worst_ = 0;
   double last_ = -1.0;
+};
+
+/// What a run carries that is not configuration: when it must stop, where its progress goes and
+/// which ranks take part. Option structs (BabOptions, VerifyOptions) hold configuration only; the
+/// caller makes a context per run and passes it to what runs.
+struct RunContext {
+  /// Every phase stops at it. Across ranks every rank calls together: verify() agrees it over the
+  /// world for its phases and over the group for a branch and bound's passes
+  /// (Deadline::agreed_by), the rounds agreeing over the world themselves.
+  Deadline deadline;
+  /// Where the progress lines go (one Progress kept across phases); null: a branch and bound
+  /// with BabOptions::progress prints its own. Not owned.
+  Progress* progress = nullptr;
+  /// The ranks (null communicators: one process).
+  BabWorld world;
+};
+
+/// What one branch and bound decides: `objective` (one VNNLIB disjunct, or several joined) over
+/// the case's input box; `disjuncts` are all of the case's, which the attacks try. Not owned.
+struct BabProblem {
+  const io::VnnlibCase& vnnlib_case;
+  const Objective& objective;
+  const std::vector<Objective>& disjuncts;
 };
 
 }  // namespace distcrown::bab

@@ -40,16 +40,32 @@ constexpr auto enum_table(SplitMode) {
 }
 
 struct VerifyOptions {
-  double timeout_s = 300;  // 0 = none
+  double timeout_s = 300;  // 0 = none; read by the overload without a RunContext
+  /// Branch and bound's options, with bab.bound the options of every bounding pass (the
+  /// root's α-CROWN included).
   BabOptions bab;
   SplitMode split = SplitMode::kAuto;
   /// kAuto splits inputs when the network has at most this many.
   int64_t input_split_max_inputs = 16;
-  BoundOptions bound;
 };
 
-/// Whether verify() searches `g` by splitting its inputs (else its ReLUs).
+/// Whether verify() searches `g` by splitting its inputs (else its ReLUs): the one place that
+/// decides it (the CLI's choice of intermediate scheme asks it too).
 bool splits_inputs(const VerifyOptions& options, const BoundGraph& g);
+
+/// How the ranks of a run are laid out, as the option checks need it.
+struct RunLayout {
+  int world_size = 1;
+  int groups = 1;                // domain groups (--domain-groups)
+  bool tensor_parallel = false;  // the graph is (or will be) sharded tensor-parallel
+};
+
+/// Why verify() cannot run `options` in `layout` on `g` (empty when it can): every refusal of an
+/// option combination, each written once: domain groups that do not divide the ranks, and
+/// spec-parallel branch and bound (over groups of several ranks) with input splitting, refreshed
+/// intermediate bounds or tensor parallelism. The CLI asks before it shards; verify() refuses.
+std::string verify_refusal(const VerifyOptions& options, const RunLayout& layout,
+                           const BoundGraph& g);
 
 struct VerifyResult {
   Verdict verdict = Verdict::kUnknown;
@@ -73,19 +89,18 @@ struct VerifyResult {
   double seconds = 0;
 };
 
-/// Decides within options.timeout_s seconds from now.
+/// Decides within options.timeout_s seconds from now, in one process.
 VerifyResult verify(const BoundGraph& g, const io::VnnlibProperty& property,
                     const VerifyOptions& options);
-
-/// Decides by `deadline` (options.timeout_s is not read; it is agreed over the ranks of
-/// options.bab.world, which all call verify together and get the same result): every phase
-/// stops at it (the attack
-/// between steps, CROWN and α-CROWN between nodes and iterations, branch and bound between
-/// rounds and inside their passes) and the answer is then `timeout`; a sat or unsat reached
-/// only after it is reported as `timeout` too. Progress lines (options.bab.progress) on stderr:
-/// one per phase, then at most one a second.
-VerifyResult verify(const BoundGraph& g, const io::VnnlibProperty& property,
-                    const VerifyOptions& options, const Deadline& deadline);
+/// Decides by context.deadline (options.timeout_s is not read; the deadline is agreed over the
+/// ranks of context.world, which all call verify together and get the same result): every phase
+/// stops at it (the attack between steps, CROWN and α-CROWN between nodes and iterations, branch
+/// and bound between rounds and inside their passes) and the answer is then `timeout`; a sat or
+/// unsat reached only after it is reported as `timeout` too. Progress lines on stderr go to
+/// context.progress, or, with options.bab.progress, to rank 0's own: one per phase, then at most
+/// one a second. Throws InvalidArgument with verify_refusal()'s reason.
+VerifyResult verify(const VerifyOptions& options, const RunContext& context, const BoundGraph& g,
+                    const io::VnnlibProperty& property);
 
 /// The VNN-COMP result text: the verdict line, and for sat the counterexample
 /// "((X_0 v)\n (X_1 v)\n ... (Y_0 v)...)".

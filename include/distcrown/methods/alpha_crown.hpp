@@ -33,7 +33,13 @@
 
 namespace distcrown {
 
+/// Which output bounds α-CROWN optimises (each side from fresh α; upper first when both).
+enum class BoundSides { kLower, kUpper, kBoth };
+
 struct AlphaOptions {
+  /// The passes' options (intermediate scheme, chunking, conv mode, checkpoint).
+  BoundOptions bound;
+  BoundSides sides = BoundSides::kBoth;
   int iterations = 20;
   double lr = 0.5;
   double lr_decay = 0.98;
@@ -50,6 +56,18 @@ struct AlphaOptions {
   /// caller's goal is met (auto_LiRPA's stop_criterion_func; verify: every disjunct proved).
   /// CROWN's bounds are tried first: when they meet it, no α is optimised (iterations_run 0).
   std::function<bool(const at::Tensor&)> proved;
+
+  /// A copy with other pass options, or other sides.
+  [[nodiscard]] AlphaOptions with_bound(const BoundOptions& b) const {
+    AlphaOptions o = *this;
+    o.bound = b;
+    return o;
+  }
+  [[nodiscard]] AlphaOptions sided(BoundSides s) const {
+    AlphaOptions o = *this;
+    o.sides = s;
+    return o;
+  }
 };
 
 /// The α tensors, created on first use from the node's CROWN slopes.
@@ -165,9 +183,7 @@ struct AlphaResult {
 /// holds and optimises the α of its own rows, and every rank returns all bounds; gradients
 /// follow the `partial` convention of collective/autograd.hpp (each rank differentiates 1/P of
 /// the loss). Tensor-parallel graphs need no communicator here (their nodes carry it).
-AlphaResult alpha_crown(const BoundGraph& g, const InputBox& box, const at::Tensor& C = {},
-                        const AlphaOptions& alpha = {}, const BoundOptions& options = {},
-                        bool lower = true, bool upper = true,
-                        const collective::CommPtr& spec_comm = nullptr);
+AlphaResult alpha_crown(const AlphaOptions& alpha, const BoundGraph& g, const InputBox& box,
+                        const at::Tensor& C = {}, const collective::CommPtr& spec_comm = nullptr);
 
 }  // namespace distcrown

@@ -4,12 +4,25 @@
 #include "distcrown/bounds/interval.hpp"
 #include "distcrown/collective/communicator.hpp"
 #include "distcrown/graph/bound_graph.hpp"
+#include "distcrown/methods/alpha_crown.hpp"
 #include "distcrown/methods/options.hpp"
 
 namespace distcrown {
 
-/// IBP, CROWN or α-CROWN (default AlphaOptions) bounds of C·output (see CrownEngine); lower/upper
-/// [batch, spec].
+/// Bounds of one method, and the bytes of α that α-CROWN held on this rank (0 for the others).
+struct MethodBounds {
+  Interval bounds;  // lower/upper [batch, spec]
+  int64_t alpha_bytes = 0;
+};
+
+/// IBP, CROWN or α-CROWN (with `alpha`'s options) bounds of C·output (see CrownEngine), both
+/// sides; with `spec_comm` (spec-parallel: CROWN's and α-CROWN's rows split over its ranks).
+/// Throws NumericError when a bound is not finite.
+MethodBounds compute_bounds(const BoundGraph& g, const InputBox& box, Method method,
+                            const AlphaOptions& alpha, const BoundOptions& options = {},
+                            const at::Tensor& C = {}, collective::CommPtr spec_comm = nullptr);
+
+/// The same with α-CROWN's default options; lower/upper [batch, spec].
 Interval compute_bounds(const BoundGraph& g, const InputBox& box, Method method,
                         const BoundOptions& options = {}, const at::Tensor& C = {},
                         collective::CommPtr spec_comm = nullptr);

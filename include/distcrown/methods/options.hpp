@@ -121,6 +121,10 @@ struct BoundOptions {
   Checkpoint checkpoint;
 };
 
+/// The refusal of spec-parallel bounding (bounds' rows, branch and bound's domains split over
+/// the ranks) with tensor parallelism, wherever it is checked: one message.
+std::string spec_parallel_tensor_parallel_refusal();
+
 /// Thin wrappers over parse_enum / enum_name (util/enum_names.hpp).
 Method parse_method(const std::string& name);
 std::string to_string(Method m);

@@ -9,7 +9,7 @@
 // Overlapping windows and padding, which auto_LiRPA's backward refuses or mishandles, are handled
 // per window here (each window's own i* and "other inputs").
 #include "distcrown/graph/bound_node.hpp"
-#include "distcrown/ops/pool_window.hpp"
+#include "ops/pool_window.hpp"
 
 namespace distcrown::ops {
 

@@ -10,7 +10,7 @@
 // and the lowering lower_elementwise<Op>: a constant input is folded, a bounded one gets Op.
 // ops/sign.cpp is a whole operator of this kind (docs/architecture.md, "Adding an operator").
 #include "distcrown/graph/bound_node.hpp"
-#include "distcrown/graph/op_registry.hpp"
+#include "graph/op_registry.hpp"
 
 namespace distcrown::ops {
 

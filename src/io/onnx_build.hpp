@@ -6,7 +6,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "distcrown/io/onnx_model.hpp"
+#include "io/onnx_model.hpp"
 
 namespace distcrown::io {
 

@@ -1,6 +1,6 @@
 #pragma once
 // Linear: y = x Wᵀ + b on the last dim. x [batch, ..., in], W [out, in], b [out] (optional).
-#include "distcrown/ops/affine.hpp"
+#include "ops/affine.hpp"
 
 namespace distcrown::ops {
 

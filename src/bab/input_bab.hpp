@@ -35,11 +35,13 @@ ClippedBoxes clip_to_violations(const at::Tensor& lower, const at::Tensor& upper
 /// Σ_k |A_ki|·radius_i that dimension adds to the rows' linear bounds (α,β-CROWN's "sb" input
 /// split score, summed over the rows), A [B, K, n], radius [B, n]. Returns [B, n]. (A predicted
 /// gain of the worse half, which prefers dimensions where rows pull opposite ways, needed more
-/// boxes on the ACAS Xu fixtures: docs/results.md.)
+/// boxes on the ACAS Xu fixtures: docs/archive/results-2026.md.)
 at::Tensor input_split_scores(const at::Tensor& A, const at::Tensor& radius);
 
-BabResult input_bab(const BoundGraph& g, const io::VnnlibCase& c, const Objective& objective,
-                    const std::vector<Objective>& disjuncts, const BabOptions& options,
-                    const Deadline& deadline, const BoundOptions& bound_options = {});
+/// Proves `problem.objective` over the case's box by halving sub-boxes, or finds a
+/// counterexample, or runs out of time/rounds (options.bound: the passes' options). Across ranks
+/// (context.world) as relu_bab().
+BabResult input_bab(const BabOptions& options, const RunContext& context, const BoundGraph& g,
+                    const BabProblem& problem);
 
 }  // namespace distcrown::bab

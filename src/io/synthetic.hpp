@@ -6,7 +6,7 @@
 #include <string>
 
 #include "distcrown/graph/bound_graph.hpp"
-#include "distcrown/io/onnx_model.hpp"
+#include "io/onnx_model.hpp"
 
 namespace distcrown::io {
 

@@ -6,7 +6,7 @@
 //                      the number of input (non-padding) elements in the window
 //   GlobalAveragePool  x [batch, C, *spatial] -> [batch, C, 1, ...]: the mean over *spatial
 #include "distcrown/graph/bound_node.hpp"
-#include "distcrown/ops/pool_window.hpp"
+#include "ops/pool_window.hpp"
 
 namespace distcrown::ops {
 

@@ -8,7 +8,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "distcrown/graph/op_registry.hpp"
+#include "graph/op_registry.hpp"
 
 namespace distcrown::ops {
 

@@ -1,0 +1,397 @@
+#include "relu_bounding.hpp"
+
+#include <algorithm>
+#include <map>
+#include <span>
+#include <utility>
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include "bab/branching.hpp"
+#include "distcrown/methods/crown.hpp"
+#include "distcrown/methods/relaxation_hook.hpp"
+#include "distcrown/util/error.hpp"
+#include "methods/relaxation_optimiser.hpp"
+#include "relu_domain.hpp"
+
+namespace distcrown::bab::detail {
+namespace {
+
+// Relaxation parameters of one batch: α and β·s per ReLU, and what the last pass saw.
+class SplitHook final : public RelaxationHook {
+ public:
+  SplitHook(int output, const std::map<int, size_t>& relu_index, size_t relus)
+      : relu_A(relus), output_(output), relu_index_(relu_index) {}
+
+  RelaxParams params(int start, int node, const at::Tensor& rows,
+                     std::span<const Interval* const> /*in*/) override {
+    if (start != output_) throw Error("internal: BaB pass from an intermediate node");
+    // Nodes that are not split (an S-shaped activation) keep CROWN's relaxation in BaB passes.
+    const auto it = relu_index_.find(node);
+    if (it == relu_index_.end()) return {};
+    const size_t r = it->second;
+    // α unread: the ReLU step selects the rows inside its recomputed step, so that autograd
+    // keeps alpha[r] (held anyway) rather than an A-sized copy.
+    RelaxParams p;
+    p.beta_l = beta_signed[r].index_select(0, rows);
+    p.source_l = alpha[r];
+    p.read_l = [rows](const at::Tensor& a) { return a.index_select(0, rows); };
+    return p;
+  }
+
+  void observe(int start, int node, const BoundA& a) override {
+    if (!record || start != output_) return;
+    if (node == 0) {
+      input_A = a.lA.detach();
+    } else if (const auto it = relu_index_.find(node); it != relu_index_.end()) {
+      relu_A[it->second] = a.lA.detach();
+    }
+  }
+
+  std::vector<at::Tensor> alpha;        // [K, B, *shape]
+  std::vector<at::Tensor> beta_signed;  // [K, B, *shape]
+  bool record = false;
+  std::vector<at::Tensor> relu_A;  // A at each ReLU's output in the recorded pass [K', B, *shape]
+  at::Tensor input_A;              // [K', B, *input_shape]
+
+ private:
+  int output_;
+  const std::map<int, size_t>& relu_index_;
+};
+
+// A batch's tensors as the passes see them (this rank's neurons under TP), per ReLU r:
+// bounds [B, *shape], α and β [K, B, *shape] (leaves requiring grad when optimised), split marks
+// [B, *shape]; and every neuron's split marks, so that every rank refreshes the same layers.
+struct Batch {
+  std::vector<Interval> pre;
+  std::vector<at::Tensor> alpha, beta, split, whole_split;
+  InputBox box;  // [B, *input_shape]
+};
+
+Batch gather(const std::vector<Domain>& ds, const ReluLayout& layout, const InputBox& root,
+             const BoundGraph& g, bool optimise) {
+  const size_t R = layout.size();
+  Batch b;
+  b.pre.resize(R);
+  b.alpha.resize(R);
+  b.beta.resize(R);
+  b.split.resize(R);
+  b.whole_split.resize(R);
+  const auto part = [&](std::vector<at::Tensor> Domain::*field, size_t r, int64_t dim) {
+    return layout.local_part(cat_field(ds, field, r, dim), r).contiguous();
+  };
+  for (size_t r = 0; r < R; ++r) {
+    b.whole_split[r] = cat_field(ds, &Domain::split, r, 0);
+    b.pre[r] = {part(&Domain::lower, r, 0), part(&Domain::upper, r, 0)};
+    b.alpha[r] = part(&Domain::alpha, r, 1).detach().requires_grad_(optimise);
+    b.beta[r] = part(&Domain::beta, r, 1).detach().requires_grad_(optimise);
+    b.split[r] = layout.local_part(b.whole_split[r], r).contiguous();
+  }
+  std::vector<int64_t> in_shape(g.input_shape().begin(), g.input_shape().end());
+  in_shape[0] = int64_t(ds.size());
+  b.box = {root.lower.expand(in_shape), root.upper.expand(in_shape)};
+  return b;
+}
+
+// With refreshed intermediate bounds, the ReLU inputs after layer `refresh_after` get CROWN
+// bounds over the batch's bounds before them, intersected with their own (written into
+// b.pre); inputs of the other relaxed nodes (MaxPool, Sigmoid) CROWN bounds over the batch's
+// ReLU bounds (returned). Once per batch: neither depends on α or β.
+std::vector<std::pair<int, Interval>> refresh(Batch& b, const BoundGraph& g,
+                                              const ReluLayout& layout, const BoundOptions& bo,
+                                              size_t refresh_after) {
+  const size_t R = layout.size();
+  std::vector<std::pair<int, Interval>> other;
+  if (layout.other_pre().empty() && refresh_after + 1 >= R) return other;
+  c10::NoGradGuard no_grad;
+  CrownEngine engine(g, b.box, bo);
+  for (size_t r = 0; r < R; ++r) {
+    if (r <= refresh_after) {
+      engine.set_bounds(layout.pre(r), b.pre[r]);
+    } else {
+      engine.set_reference_bounds(layout.pre(r), b.pre[r]);
+    }
+  }
+  engine.intersect_with_references();
+  engine.compute_intermediate_bounds();
+  for (size_t r = refresh_after + 1; r < R; ++r) b.pre[r] = engine.bounds(layout.pre(r));
+  for (const int i : layout.other_pre()) other.emplace_back(i, engine.bounds(i));
+  return other;
+}
+
+// The batch positions still optimised and their rows of every working tensor. Without
+// --deterministic, domains proved during the optimisation leave it once they are a fifth of
+// those still in it (α,β-CROWN's pruning in iteration): a large batch then costs what its open
+// domains cost. `full_alpha` / `full_beta` hold every domain's latest α and β.
+class Working {
+ public:
+  Working(const Batch& b, std::vector<std::pair<int, Interval>> other_bounds, bool prune,
+          const BabOptions& o)
+      : keep(at::arange(int64_t(b.box.lower.size(0)),
+                        at::TensorOptions().dtype(at::kLong).device(b.box.lower.device()))),
+        pre(b.pre),
+        split(b.split),
+        other(other_bounds),
+        box(b.box),
+        alpha(b.alpha),
+        beta(b.beta),
+        all_(b),
+        all_other_(std::move(other_bounds)) {
+    for (size_t r = 0; r < alpha.size() && prune; ++r) {  // copies: written while still read
+      full_alpha_.push_back(alpha[r].detach().clone());
+      full_beta_.push_back(beta[r].detach().clone());
+    }
+    alpha_group_ =
+        optimiser.add_group(o.lr_alpha, RelaxationOptimiser::Projection::kUnitInterval, alpha);
+    beta_group_ =
+        optimiser.add_group(o.lr_beta, RelaxationOptimiser::Projection::kNonNegative, beta);
+  }
+
+  /// Writes the optimised rows' α and β back into every domain's; `widen`: the working α and β
+  /// become the full ones again (every domain bounded from here on).
+  void write_back(bool widen) {
+    for (size_t r = 0; r < alpha.size(); ++r) {
+      full_alpha_[r].index_copy_(1, keep, alpha[r].detach());
+      full_beta_[r].index_copy_(1, keep, beta[r].detach());
+      if (widen) {
+        alpha[r] = full_alpha_[r];
+        beta[r] = full_beta_[r];
+      }
+    }
+  }
+
+  /// Keeps `rows` (positions within `keep`) of every working tensor and of Adam's moments.
+  void narrow_to(const at::Tensor& rows) {
+    c10::NoGradGuard no_grad;
+    keep = keep.index_select(0, rows);
+    const auto cut = [&](const Interval& i) {
+      return Interval{i.lower.index_select(0, rows), i.upper.index_select(0, rows)};
+    };
+    for (size_t r = 0; r < alpha.size(); ++r) {
+      pre[r] = cut(pre[r]);
+      split[r] = split[r].index_select(0, rows);
+      alpha[r] = alpha[r].detach().index_select(1, rows).requires_grad_(true);
+      beta[r] = beta[r].detach().index_select(1, rows).requires_grad_(true);
+    }
+    optimiser.set_params(alpha_group_, alpha);
+    optimiser.set_params(beta_group_, beta);
+    for (auto& [i, b] : other) b = cut(b);
+    box = {box.lower.index_select(0, rows), box.upper.index_select(0, rows)};
+    optimiser.select(1, rows);
+  }
+
+  /// Every domain again, each with its latest α and β (the recorded last pass).
+  void widen_to_all() {
+    pre = all_.pre;
+    split = all_.split;
+    other = all_other_;
+    box = all_.box;
+    write_back(true);
+    keep = at::arange(int64_t(all_.box.lower.size(0)), keep.options());
+  }
+
+  at::Tensor keep;  // [B'] batch positions
+  std::vector<Interval> pre;
+  std::vector<at::Tensor> split;
+  std::vector<std::pair<int, Interval>> other;
+  InputBox box;
+  std::vector<at::Tensor> alpha, beta;
+  RelaxationOptimiser optimiser;
+
+ private:
+  const Batch& all_;
+  std::vector<std::pair<int, Interval>> all_other_;
+  std::vector<at::Tensor> full_alpha_, full_beta_;
+  size_t alpha_group_ = 0;
+  size_t beta_group_ = 0;
+};
+
+}  // namespace
+
+DomainBounder::DomainBounder(const BoundGraph& g, const ReluLayout& layout,
+                             const Objective& objective, const BabOptions& options,
+                             const BoundOptions& bound_options, const Deadline& deadline,
+                             InputBox box, collective::CommPtr share)
+    : g_(g),
+      layout_(layout),
+      obj_(objective),
+      o_(options),
+      bo_(bound_options),
+      deadline_(deadline),
+      box_(std::move(box)),
+      share_(std::move(share)) {}
+
+int64_t DomainBounder::group_max(int64_t n) const {
+  at::Tensor t = at::full({1}, n, at::TensorOptions().dtype(at::kLong).device(g_.device()));
+  share_->all_reduce(t, collective::ReduceOp::kMax);
+  return t.item<int64_t>();
+}
+
+Bounded DomainBounder::bound(std::vector<Domain>& ds, int iterations, bool optimise) {
+  if (!share_) return bound_here(ds, iterations, optimise);
+  // Every rank of the group bounds `per` domains in the same passes (FSDP gathers the weights
+  // inside them; the optimisation leaves early only when the group's are all proved): its own,
+  // then copies of its last (of the spare when it has none), whose results are dropped.
+  const auto n = int64_t(ds.size());
+  const int64_t per = group_max(n);
+  if (per == 0) return {};
+  std::vector<Domain> part(std::make_move_iterator(ds.begin()), std::make_move_iterator(ds.end()));
+  const Domain pad = n > 0 ? part.back() : *spare_;
+  part.resize(size_t(per), pad);
+  const int64_t counted = bounded_;
+  Bounded b = bound_here(part, iterations, optimise, n);
+  bounded_ = counted + n;
+  for (int64_t i = 0; i < n; ++i) ds[size_t(i)] = std::move(part[size_t(i)]);
+  b.values = b.values.narrow(0, 0, n);
+  b.lower = b.lower.narrow(0, 0, n);
+  if (b.input_A.defined()) b.input_A = b.input_A.narrow(1, 0, n);
+  return b;
+}
+
+namespace {
+
+// The branching scores of a recorded batch (branching.hpp): BaBSR's score and intercept score of
+// each free unstable neuron, over the spec rows that still matter (joined disjuncts drop those
+// proved on the domain); every neuron's, as domains keep them (one AllGather under TP):
+// [B, 2, N_all].
+at::Tensor branching_scores(const Batch& b, const SplitHook& hook, const at::Tensor& best,
+                            const Objective& obj, const ReluLayout& layout, bool take_max) {
+  const int64_t K = obj.rhs.size(0);
+  const int64_t B = best.size(0);
+  const size_t R = layout.size();
+  const at::Tensor row_weight = open_rows(obj, best).t().reshape({K, B, 1});  // [K, B, 1]
+  std::vector<std::pair<at::Tensor, size_t>> scores;  // per ReLU: score, intercept, [B, *shape]
+  for (size_t r = 0; r < R; ++r) {
+    const at::Tensor l = b.pre[r].lower.reshape({B, -1});
+    const at::Tensor u = b.pre[r].upper.reshape({B, -1});
+    const at::Tensor A = hook.relu_A[r].defined()
+                             ? hook.relu_A[r].slice(0, 0, K).reshape({K, B, -1})
+                             : at::zeros({K, B, l.size(1)}, best.options());
+    const BabsrScores sc = babsr_scores(A, row_weight, l, u, layout.bias(r), take_max);
+    const at::Tensor free = (l < 0) & (u > 0) & (b.split[r].reshape({B, -1}) == 0);
+    const at::Tensor none = at::full_like(l, kUnsplittable);
+    // Tie-break toward wide intervals so that neurons without a score are still ordered.
+    const auto shape = b.pre[r].lower.sizes();
+    scores.emplace_back(at::where(free, sc.score + 1e-9 * (u - l), none).reshape(shape), r);
+    scores.emplace_back(at::where(free, -sc.intercept, none).reshape(shape), r);
+  }
+  const std::vector<at::Tensor> w = layout.whole(scores);
+  std::vector<at::Tensor> per_relu;
+  for (size_t r = 0; r < R; ++r) {
+    per_relu.push_back(at::stack({w[2 * r].reshape({B, -1}), w[2 * r + 1].reshape({B, -1})}, 1));
+  }
+  return at::cat(per_relu, 2).to(at::kFloat);
+}
+
+// Writes a bounded batch into its domains: each value (floored at the parent's when
+// `optimise`), α and β ([K, B, *shape] per ReLU, every neuron), scores ([B, 2, N_all], or
+// undefined) and the bounds refreshed after layer `refresh_after`.
+void store(std::vector<Domain>& ds, const at::Tensor& values, const Batch& b,
+           const at::Tensor& scores, size_t refresh_after, const ReluLayout& layout,
+           bool optimise) {
+  const size_t R = layout.size();
+  std::vector<std::pair<at::Tensor, size_t>> params_of;
+  for (size_t r = 0; r < R; ++r) {
+    params_of.emplace_back(b.alpha[r], r);
+    params_of.emplace_back(b.beta[r], r);
+  }
+  const std::vector<at::Tensor> params = layout.whole(params_of);
+  const at::Tensor v = values.to(at::kDouble).contiguous();
+  for (size_t k = 0; k < ds.size(); ++k) {
+    Domain& d = ds[k];
+    const double value = v[int64_t(k)].item<double>();
+    d.value = optimise ? std::max(value, d.floor) : value;
+    for (size_t r = 0; r < R; ++r) {
+      d.alpha[r] = params[2 * r].detach().narrow(1, int64_t(k), 1).clone();
+      d.beta[r] = params[2 * r + 1].detach().narrow(1, int64_t(k), 1).clone();
+    }
+    if (scores.defined()) d.score = scores[int64_t(k)].clone();
+  }
+  std::vector<std::pair<at::Tensor, size_t>> refreshed;
+  for (size_t r = refresh_after + 1; r < R; ++r) {
+    refreshed.emplace_back(b.pre[r].lower, r);
+    refreshed.emplace_back(b.pre[r].upper, r);
+  }
+  const std::vector<at::Tensor> bounds = layout.whole(refreshed);
+  for (size_t r = refresh_after + 1, k = 0; r < R; ++r, k += 2) {
+    for (size_t i = 0; i < ds.size(); ++i) {
+      ds[i].lower[r] = bounds[k].narrow(0, int64_t(i), 1).clone();
+      ds[i].upper[r] = bounds[k + 1].narrow(0, int64_t(i), 1).clone();
+    }
+  }
+}
+
+}  // namespace
+
+Bounded DomainBounder::bound_here(std::vector<Domain>& ds, int iterations, bool optimise,
+                                  std::optional<int64_t> real) {
+  const auto B = int64_t(ds.size());
+  const size_t R = layout_.size();
+  Batch batch = gather(ds, layout_, box_, g_, optimise);
+  SplitHook hook(g_.output(), layout_.index(), R);
+  const size_t refresh_after = optimise && o_.intermediate == BabIntermediate::kRefresh
+                                   ? earliest_split(batch.whole_split)
+                                   : R;
+  const bool prune = optimise && !o_.deterministic;
+  Working w(batch, refresh(batch, g_, layout_, bo_, refresh_after), prune, o_);
+  at::Tensor best;  // [B, K]
+  Bounded out;
+  const int passes = std::max(1, optimise ? iterations : 1);
+  for (int it = 0; it < passes; ++it) {
+    const bool last = it + 1 == passes;
+    if (last && w.keep.size(0) < B) w.widen_to_all();
+    c10::AutoGradMode grad(optimise && !last);
+    CrownEngine engine(g_, w.box, bo_);
+    for (size_t r = 0; r < R; ++r) engine.set_bounds(layout_.pre(r), w.pre[r]);
+    for (const auto& [i, b] : w.other) engine.set_bounds(i, b);
+    hook.alpha = w.alpha;
+    hook.beta_signed.clear();
+    for (size_t r = 0; r < R; ++r) hook.beta_signed.push_back(w.beta[r] * w.split[r]);
+    hook.record = last;
+    engine.set_hook(&hook);
+    const at::Tensor lb = engine.output_bounds(obj_.C, true, false).lower;  // [B', K]
+    if (!best.defined()) {
+      best = lb.detach().clone();
+    } else {
+      best.index_copy_(0, w.keep, at::maximum(best.index_select(0, w.keep), lb.detach()));
+    }
+    if (last) {
+      out.recorded = true;
+      break;
+    }
+    if (deadline_.expired()) break;
+    at::Tensor open = domain_values(obj_, best.index_select(0, w.keep)) <= 0;  // [B']
+    if (real) open = open & (w.keep < *real);  // padding leaves with the proved
+    const int64_t n_open = open.sum().item<int64_t>();
+    int64_t open_in_group = n_open;
+    if (share_) {  // the shares leave the optimisation together (their passes stay in step)
+      at::Tensor count = open.sum().reshape({1});
+      share_->all_reduce(count, collective::ReduceOp::kSum);
+      open_in_group = count.item<int64_t>();
+    }
+    if (!o_.deterministic && open_in_group == 0) break;
+    w.optimiser.step(-lb.sum());
+    // n_open > 0: a spec-parallel share whose domains are all proved keeps them while the
+    // group's others are open (a pass needs a domain; its steps stay in step with the group's).
+    if (prune && n_open > 0 && double(w.keep.size(0) - n_open) >= 0.2 * double(w.keep.size(0))) {
+      w.write_back(false);
+      w.narrow_to(open.nonzero().squeeze(1).to(w.keep.device()));
+    }
+  }
+  if (w.keep.size(0) < B) w.write_back(true);  // left the loop early: each domain's latest α, β
+  bounded_ += B;
+  out.lower = best;
+  out.values = domain_values(obj_, best);  // [B]
+  batch.alpha = w.alpha;
+  batch.beta = w.beta;
+  const at::Tensor scores = out.recorded
+                                ? branching_scores(batch, hook, best, obj_, layout_,
+                                                   o_.branching_reduce == BranchingReduce::kMax)
+                                : at::Tensor();
+  store(ds, out.values, batch, scores, refresh_after, layout_, optimise);
+  out.input_A = hook.input_A;
+  return out;
+}
+
+}  // namespace distcrown::bab::detail

@@ -1,0 +1,96 @@
+#include "relu_branching.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include <ATen/ATen.h>
+
+#include "bab/branching.hpp"
+#include "relu_domain.hpp"
+
+namespace distcrown::bab::detail {
+namespace {
+
+// The flat index over every ReLU's neurons (the scores' N_all) as a ReLU split at 0, for domains
+// shaped like `shapes`.
+class NeuronIndex {
+ public:
+  NeuronIndex(const Domain& shapes, const ReluLayout& layout) : layout_(layout) {
+    offsets_.push_back(0);
+    for (size_t r = 0; r < layout.size(); ++r) {
+      offsets_.push_back(offsets_.back() + shapes.lower[r].numel());
+    }
+  }
+  [[nodiscard]] Split split(int64_t flat, bool active) const {
+    size_t r = 0;
+    while (flat >= offsets_[r + 1]) ++r;
+    return relu_split(layout_.relu(r), flat - offsets_[r], active);
+  }
+
+ private:
+  const ReluLayout& layout_;
+  std::vector<int64_t> offsets_;
+};
+
+}  // namespace
+
+std::vector<Split> choose_splits(const std::vector<Domain>& parents, int64_t batch, int holders,
+                                 const BabOptions& options, const ReluLayout& layout,
+                                 DomainBounder& bounder) {
+  const NeuronIndex index(parents.empty() ? bounder.spare() : parents.front(), layout);
+  std::vector<Split> picks;
+  const bool fsb = options.branching == Branching::kFsb && options.fsb_candidates > 1;
+  std::vector<std::vector<int64_t>> cands(parents.size());
+  for (size_t p = 0; p < parents.size(); ++p) {
+    const at::Tensor& s = parents[p].score;  // [2, N_all]
+    cands[p] = fsb ? fsb_candidates(s, options.fsb_candidates)
+                   : std::vector<int64_t>{std::max<int64_t>(babsr_choice(s), 0)};
+    picks.push_back(index.split(cands[p].empty() ? 0 : cands[p].front(), false));
+  }
+  if (!fsb) return picks;
+  // FSB: bound both children of every candidate once (no optimisation) and keep, per parent, the
+  // candidate whose worse child (with BranchingReduce::kMax, better child) is best.
+  std::vector<Domain> trial;
+  std::vector<std::pair<size_t, int64_t>> owner;  // (parent, flat)
+  for (size_t p = 0; p < parents.size(); ++p) {
+    if (cands[p].size() <= 1) continue;
+    for (int64_t flat : cands[p]) {
+      trial.push_back(child(parents[p], layout, index.split(flat, false), -1));  // never queued
+      trial.push_back(child(parents[p], layout, index.split(flat, true), -1));
+      owner.emplace_back(p, flat);
+    }
+  }
+  // In pieces no larger than the children of this holder's share of a round, so that FSB's trial
+  // (2·k children per parent) never holds more at once than the round's own bounding does; under
+  // spec-parallel as many pieces on every rank of the group (bound() pads the short ones).
+  const auto piece = size_t(2 * ((batch + holders - 1) / holders));
+  auto n_pieces = int64_t((trial.size() + piece - 1) / piece);
+  if (bounder.share()) n_pieces = bounder.group_max(n_pieces);
+  std::vector<at::Tensor> pieces;
+  for (int64_t k = 0; k < n_pieces; ++k) {
+    const size_t s = std::min(trial.size(), size_t(k) * piece);
+    std::vector<Domain> part(
+        std::make_move_iterator(trial.begin() + long(s)),
+        std::make_move_iterator(trial.begin() + long(std::min(trial.size(), s + piece))));
+    pieces.push_back(bounder.bound(part, 0, false).values);
+  }
+  if (trial.empty()) return picks;
+  const auto v = at::cat(pieces).to(at::kDouble).contiguous();
+  std::vector<double> best(parents.size(), -std::numeric_limits<double>::infinity());
+  for (size_t t = 0; t < owner.size(); ++t) {
+    const double inactive = v[int64_t(2 * t)].item<double>();
+    const double active = v[int64_t(2 * t + 1)].item<double>();
+    const double reduced = options.branching_reduce == BranchingReduce::kMax
+                               ? std::max(inactive, active)
+                               : std::min(inactive, active);
+    const size_t p = owner[t].first;
+    if (reduced > best[p]) {
+      best[p] = reduced;
+      picks[p] = index.split(owner[t].second, false);
+    }
+  }
+  return picks;
+}
+
+}  // namespace distcrown::bab::detail

@@ -1,0 +1,88 @@
+#include "relu_domain.hpp"
+
+#include <set>
+
+#include <ATen/ATen.h>
+
+#include "distcrown/util/error.hpp"
+
+namespace distcrown::bab::detail {
+
+Domain make_root(const BoundGraph& g, const ReluLayout& layout, int64_t K,
+                 const std::vector<Interval>& bounds,
+                 const std::map<int, at::Tensor>& output_alpha) {
+  Domain d;
+  for (size_t r = 0; r < layout.size(); ++r) {
+    const Interval b{layout.whole(bounds[r].lower, r), layout.whole(bounds[r].upper, r)};
+    d.lower.push_back(b.lower);
+    d.upper.push_back(b.upper);
+    std::vector<int64_t> shape{K};
+    shape.insert(shape.end(), b.lower.sizes().begin(), b.lower.sizes().end());
+    const auto it = output_alpha.find(layout.relu(r));
+    d.alpha.push_back(
+        it != output_alpha.end()
+            ? layout.whole(it->second, r)
+            : g.node(layout.relu(r)).op->initial_relaxation_params(b).expand(shape).clone());
+    d.beta.push_back(at::zeros(shape, b.lower.options()));
+    d.split.push_back(at::zeros_like(b.lower));
+  }
+  return d;
+}
+
+Domain child(const Domain& parent, const ReluLayout& layout, const Split& split, int64_t id) {
+  const std::optional<size_t> found = layout.index_of(split.node);
+  if (!found || split.point != 0.0) throw Error("internal: a split that is not a ReLU's at 0");
+  const size_t r = *found;
+  const int64_t j = split.element;
+  const bool above = split.side == Split::Side::kAbove;
+  Domain c = parent;  // shares every tensor with the parent
+  c.id = id;
+  c.floor = parent.value;
+  c.lower[r] = parent.lower[r].clone();
+  c.upper[r] = parent.upper[r].clone();
+  c.split[r] = parent.split[r].clone();
+  if (above) {
+    c.lower[r].view({-1})[j] = split.point;  // z >= 0
+  } else {
+    c.upper[r].view({-1})[j] = split.point;  // z <= 0
+  }
+  c.split[r].view({-1})[j] = above ? -1.0 : 1.0;
+  c.score = at::Tensor();
+  return c;
+}
+
+at::Tensor cat_field(const std::vector<Domain>& ds, std::vector<at::Tensor> Domain::*field,
+                     size_t r, int64_t dim) {
+  std::vector<at::Tensor> parts;
+  parts.reserve(ds.size());
+  for (const Domain& d : ds) parts.push_back((d.*field)[r]);
+  return at::cat(parts, dim);
+}
+
+size_t earliest_split(const std::vector<at::Tensor>& split) {
+  for (size_t r = 0; r < split.size(); ++r) {
+    if (split[r].ne(0).any().item<bool>()) return r;
+  }
+  return split.size();
+}
+
+DomainStoreBytes store_bytes(const std::vector<Domain>& queue, size_t relus) {
+  DomainStoreBytes s;
+  std::set<const void*> seen;  // children share tensors with their parents: count each once
+  const auto add = [&](int64_t& acc, const at::Tensor& t) {
+    if (t.defined() && seen.insert(t.storage().data()).second) acc += int64_t(t.nbytes());
+  };
+  for (const Domain& d : queue) {
+    for (size_t r = 0; r < relus; ++r) {
+      add(s.alpha, d.alpha[r]);
+      add(s.beta, d.beta[r]);
+      add(s.bounds, d.lower[r]);
+      add(s.bounds, d.upper[r]);
+      add(s.other, d.split[r]);
+    }
+    add(s.other, d.score);
+  }
+  return s;
+}
+
+}  // namespace distcrown::bab::detail

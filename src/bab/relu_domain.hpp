@@ -1,0 +1,44 @@
+#pragma once
+// What a ReLU-splitting domain (domain.hpp's Domain) is made of and how one is made from
+// another: the root over given intermediate bounds, a child by one split, the batch tensors
+// the bounding passes concatenate, and the bytes a queue of them holds.
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "bab/split.hpp"
+#include "distcrown/bab/bab.hpp"
+#include "distcrown/bounds/interval.hpp"
+#include "distcrown/graph/bound_graph.hpp"
+#include "domain.hpp"
+#include "relu_layout.hpp"
+
+namespace distcrown::bab::detail {
+
+/// A domain without splits over `bounds` (each ReLU input's, this rank's neurons under TP), with
+/// the output α of `output_alpha` where given (ReLU node -> [K, 1, *shape]), else CROWN's slopes;
+/// β = 0. Domains keep every neuron (ReluLayout::whole).
+Domain make_root(const BoundGraph& g, const ReluLayout& layout, int64_t K,
+                 const std::vector<Interval>& bounds,
+                 const std::map<int, at::Tensor>& output_alpha);
+
+/// The child of `parent` on one side of `split` (a ReLU of `layout`, at 0), with the parent's
+/// value as its floor. It shares every tensor with its parent but the three it changes: the
+/// split input's bounds (clamped at the point) and split marks (+1 below, -1 above).
+Domain child(const Domain& parent, const ReluLayout& layout, const Split& split, int64_t id);
+
+/// (*field)[r] of every domain, concatenated along `dim`.
+at::Tensor cat_field(const std::vector<Domain>& ds, std::vector<at::Tensor> Domain::*field,
+                     size_t r, int64_t dim);
+
+/// Index of the first ReLU with a split in any domain of the batch (split[r]: [B, *shape]);
+/// the number of ReLUs when none has one.
+size_t earliest_split(const std::vector<at::Tensor>& split);
+
+/// Bytes the domains hold by kind, each tensor counted once (children share their parents').
+DomainStoreBytes store_bytes(const std::vector<Domain>& queue, size_t relus);
+
+}  // namespace distcrown::bab::detail
