@@ -17,6 +17,7 @@
 #include "cli/embedded_default.hpp"
 #include "cli/options.hpp"
 #include "cli/problem_input.hpp"
+#include "cli/run_setup.hpp"
 #include "cli/world.hpp"
 #include "distcrown/bab/bab.hpp"
 #include "distcrown/collective/agreement.hpp"
@@ -42,30 +43,6 @@ std::string exact(double v, bool is_double) {
   char buf[40];
   std::snprintf(buf, sizeof buf, is_double ? "%.17g" : "%.9g", v);
   return buf;
-}
-
-// The model and property, and a fingerprint of them and of the options that change the result.
-struct Loaded {
-  io::Problem problem;
-  std::string fingerprint;
-};
-
-Loaded load(const RunOptions& a) {
-  ProblemInput in = load_problem_input(a.model, a.vnnlib);
-  Loaded l{std::move(in.problem), {}};
-  // Every option that changes the bounds; ranks compare it (collective::check_same_inputs).
-  std::string options;
-  for (std::string_view v :
-       {enum_name(a.method), enum_name(a.dtype), enum_name(a.intermediate), enum_name(a.shard),
-        enum_name(a.device), std::string_view(a.spec_parallel ? "spec" : "nospec"),
-        enum_name(a.bound.conv_mode)}) {
-    options += std::string(v) + "|";
-  }
-  options += std::to_string(a.bound.crown_batch_size) + "|" + std::to_string(a.alpha.iterations) +
-             "|" + exact(a.alpha.lr, true);
-  l.fingerprint = collective::fingerprint(in.model_bytes) +
-                  collective::fingerprint(in.property_text) + collective::fingerprint(options);
-  return l;
 }
 
 struct RankReport {
@@ -165,28 +142,17 @@ int run_bounds(const RunOptions& a) {
                           spec_parallel_tensor_parallel_refusal());
   }
 
-  // Load, check and shard on every rank; a failure anywhere stops every rank here.
-  std::optional<Loaded> loaded;
-  InputBox box;
-  collective::run_agreed(*comm, [&] {
-    loaded.emplace(load(a));
-    loaded->problem.graph.to_dtype(dtype);
-    box = io::box_of(loaded->problem.property.cases.front(), loaded->problem.graph, dtype);
+  // Load, check and shard on every rank (cli/run_setup.hpp); a failure anywhere stops every rank.
+  InputBox cpu_box;
+  ProblemInput loaded = load_agreed(a, *comm, [&](const ProblemInput& in) {
+    cpu_box = io::box_of(in.problem.property.cases.front(), in.problem.graph, dtype);
     check_deadline(deadline, "while loading");
   });
-  collective::check_same_inputs(*comm, loaded->fingerprint);
-  BoundGraph& graph = loaded->problem.graph;
-  std::string tp_plan;  // printed by rank 0 with the results
-  collective::run_agreed(*comm, [&] {
-    if (sharding::is_tensor_parallel(plan)) {
-      tp_plan = sharding::describe(sharding::partition_tensor_parallel(graph, comm), graph);
-    } else {
-      sharding::shard_graph(graph, plan, comm);
-    }
-    graph.to_device(device);
-    box = {box.lower.to(device), box.upper.to(device)};
-    check_deadline(deadline, "while sharding");
-  });
+  BoundGraph& graph = loaded.problem.graph;
+  // The tensor-parallel plan is printed by rank 0 with the results.
+  const std::string tp_plan =
+      place(a, graph, *comm, comm, [&] { check_deadline(deadline, "while sharding"); }).tp_plan;
+  const InputBox box{cpu_box.lower.to(device), cpu_box.upper.to(device)};
 
   // Tensor bytes on the device the bounds are computed on: the counting CPU allocator, or the CUDA
   // caching allocator's statistics.

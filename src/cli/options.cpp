@@ -268,6 +268,7 @@ std::function<int()> add_command(CLI::App& app, Command command, const std::stri
   add_options(*cmd, *options);
   return [options, cmd, command, run = std::move(run)] {
     check_applies(*cmd, command);
+    options->option_values = cmd->config_to_str(true, false);
     return run(*options);
   };
 }

@@ -107,6 +107,9 @@ struct RunOptions {
   /// rounds measured 4-200x slower with 2 threads than 1, hence 1 for both commands.
   int threads = 1;
   bool quiet = false;
+  /// Every option's value after parsing (CLI11's configuration text, defaults included): the
+  /// ranks of a job compare it (cli/run_setup.hpp, run_fingerprint).
+  std::string option_values;
 };
 
 /// Throws (one line) when `device` is cuda and no CUDA device is usable in this process; the same

@@ -29,6 +29,7 @@
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
 #include "cli/problem_input.hpp"
+#include "cli/run_setup.hpp"
 #include "cli/world.hpp"
 #include "distcrown/bab/verifier.hpp"
 #include "distcrown/collective/agreement.hpp"
@@ -301,27 +302,16 @@ int run_verify(const RunOptions& a) {
   // cost more than they give there (rounds measured 4-200x slower with 2 threads than 1).
   at::set_num_threads(a.threads);
   bab::VerifyOptions o = a.verify;
-  std::optional<ProblemInput> loaded;
   // Every option that the layout refuses is refused here, on every rank, before anything is
   // sharded (bab::verify_refusal: each refusal written once; verify() asks it again).
   o.bab.spec_parallel = a.spec_parallel;
-  collective::run_agreed(*world, [&] {
-    loaded.emplace(load_problem_input(a.model, a.vnnlib));
+  ProblemInput in = load_agreed(a, *world, [&](const ProblemInput& loaded) {
     const bab::RunLayout layout{world->size(), a.domain_groups,
                                 sharding::is_tensor_parallel(a.shard)};
-    if (std::string why = bab::verify_refusal(o, layout, loaded->problem.graph); !why.empty()) {
+    if (std::string why = bab::verify_refusal(o, layout, loaded.problem.graph); !why.empty()) {
       throw InvalidArgument("verify: " + why);
     }
   });
-  collective::check_same_inputs(
-      *world,
-      collective::fingerprint(loaded->model_bytes) +
-          collective::fingerprint(loaded->property_text) +
-          collective::fingerprint(
-              std::string(enum_name(a.shard)) + "|" + std::to_string(a.domain_groups) + "|" +
-              std::string(enum_name(a.dtype)) + "|" + std::to_string(o.bab.batch) + "|" +
-              std::to_string(o.bab.deterministic) + "|" + std::to_string(a.spec_parallel)));
-  ProblemInput& in = *loaded;
   const int group_size = world->size() / a.domain_groups;
   // One group is the world; a group of one rank needs no communication (and NCCL cannot split).
   collective::CommPtr group = world;
@@ -356,13 +346,9 @@ int run_verify(const RunOptions& a) {
   o.bab.bound.scheme = scheme_of(a.intermediate, bab::splits_inputs(o, in.problem.graph)
                                                      ? IntermediateScheme::kTightUnstable
                                                      : IntermediateScheme::kAutoLirpa);
-  // Always: float64 ONNX models load with float64 parameters, and --dtype decides.
-  in.problem.graph.to_dtype(a.dtype == Dtype::kFloat64 ? at::kDouble : at::kFloat);
-  // FSDP shards the weights over the ranks of each domain group (sharding/sharded_param.hpp).
-  sharding::shard_graph(in.problem.graph, a.shard, context.world.group);
-  // This rank's resident weights between uses (FSDP: its shards; the report shows weights ÷ P).
-  const int64_t param_bytes = in.problem.graph.param_bytes();
-  if (a.device == Device::kCuda) in.problem.graph.to_device(at::Device(at::kCUDA));
+  // Sharded over the ranks of each domain group (cli/run_setup.hpp). This rank's resident
+  // weights between uses (FSDP: its shards; the report shows weights ÷ P).
+  const int64_t param_bytes = place(a, in.problem.graph, *world, context.world.group).param_bytes;
   context.world.group->reset_stats();
   bab::VerifyResult r;
   try {
