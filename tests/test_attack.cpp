@@ -7,7 +7,6 @@ namespace distcrown {
 namespace {
 
 using namespace bab_testing;
-using testing::fmt;
 
 class CheckCandidates : public ::testing::Test {
  protected:

@@ -7,7 +7,6 @@ namespace distcrown {
 namespace {
 
 using namespace bab_testing;
-using testing::fmt;
 
 // A hook that only observes, as input splitting's: passes may then give each element its rows.
 class ObservingHook final : public RelaxationHook {

@@ -7,7 +7,6 @@ namespace distcrown {
 namespace {
 
 using namespace bab_testing;
-using testing::fmt;
 
 // The minimum of a 2-input, 1-output network on a 401 x 401 grid of [-1, 1]² (spacing 0.005).
 double grid_minimum(const BoundGraph& g) {

@@ -6,7 +6,6 @@ namespace distcrown {
 namespace {
 
 using namespace bab_testing;
-using testing::fmt;
 
 // A joined objective: a domain's value is the smallest of its disjuncts' values (each the
 // largest of its rows' lb − rhs), its open rows those of disjuncts not proved, and a concrete

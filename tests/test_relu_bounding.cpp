@@ -8,7 +8,6 @@ namespace distcrown {
 namespace {
 
 using namespace bab_testing;
-using testing::fmt;
 
 // ---------------------------------------------------------------------------------------------
 // β-CROWN split constraints.

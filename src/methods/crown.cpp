@@ -5,10 +5,10 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
+#include "backward_walk.hpp"
 #include "distcrown/collective/autograd.hpp"
 #include "distcrown/methods/ibp.hpp"
 #include "distcrown/util/error.hpp"
-#include "backward_walk.hpp"
 #include "row_align.hpp"
 
 namespace distcrown {
@@ -363,7 +363,7 @@ Interval CrownEngine::backward_from(int start, BoundA a, const at::Tensor& rows)
         return dense_step(start, i, here, in_bounds, bias, rows, true);
       },
       [](BoundA& /*a*/, int /*node*/) {},
-      [](BoundA& slot, BoundA in, int /*node*/) { add_into(slot, in); });
+      [](BoundA& slot, const BoundA& in, int /*node*/) { add_into(slot, in); });
   const auto it = pending.find(0);
   if (it == pending.end()) throw Error("internal: backward pass did not reach the input");
   if (hook_ != nullptr) hook_->observe(start, 0, it->second);

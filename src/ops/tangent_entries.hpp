@@ -44,6 +44,8 @@ class TangentEntriesNode : public BoundNode {
   }
 
  private:
+  TangentEntriesNode() = default;  // a base of Derived only
+  friend Derived;
   [[nodiscard]] const Derived& self() const { return static_cast<const Derived&>(*this); }
 };
 
