@@ -46,7 +46,6 @@ class ReluLayout {
   /// whole() of many tensors (each with its ReLU) in one AllGather.
   [[nodiscard]] std::vector<at::Tensor> whole(
       const std::vector<std::pair<at::Tensor, size_t>>& items) const;
-  [[nodiscard]] bool tensor_parallel() const { return g_.tensor_parallel_group() != nullptr; }
 
  private:
   const BoundGraph& g_;

@@ -42,6 +42,8 @@ struct Decision {
 // from CROWN on the whole box inside input_bab). Per disjunct: proved, and where its branch and
 // bound starts (the run's intermediate bounds and its rows of the output α).
 struct CaseRoot {
+  /// `disjuncts` open, starting from nothing (input splitting's start).
+  explicit CaseRoot(size_t disjuncts) : proved(disjuncts, false), starts(disjuncts) {}
   std::vector<bool> proved;
   std::vector<RootStart> starts;
   bool crown_proved = true;  // proved by CROWN's bounds, without α steps
@@ -50,7 +52,7 @@ struct CaseRoot {
 CaseRoot bound_case_root(const BoundGraph& g, const io::VnnlibCase& c,
                          const std::vector<Objective>& objs, const VerifyOptions& options,
                          const Deadline& deadline, Progress& progress) {
-  CaseRoot root{std::vector<bool>(objs.size(), false), std::vector<RootStart>(objs.size()), true};
+  CaseRoot root(objs.size());
   std::vector<at::Tensor> C;
   for (const Objective& o : objs) C.push_back(o.C);
   const InputBox cpu_box = io::enclosing_box(c, g, g.dtype());
@@ -211,8 +213,8 @@ VerifyResult decide(const BoundGraph& g, const io::VnnlibProperty& property,
     const io::VnnlibCase& c = property.cases[i];
     const std::vector<Objective>& objs = objectives[i];
     // 2. α-CROWN on every disjunct at once (ReLU splitting).
-    CaseRoot root{std::vector<bool>(objs.size(), false), std::vector<RootStart>(objs.size()), true};
-    if (!input_split) root = bound_case_root(g, c, objs, options, deadline, progress);
+    CaseRoot root = input_split ? CaseRoot(objs.size())
+                                : bound_case_root(g, c, objs, options, deadline, progress);
     crown_proved = crown_proved && root.crown_proved;
     // 3. Branch and bound on the open disjuncts.
     Searches searches = plan_searches(objs, root, input_split, options.bab.disjuncts);

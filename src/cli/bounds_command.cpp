@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
-#include <optional>
 #include <sstream>
 
 #include <ATen/ATen.h>
@@ -22,12 +21,10 @@
 #include "distcrown/bab/bab.hpp"
 #include "distcrown/collective/agreement.hpp"
 #include "distcrown/collective/mpi.hpp"
-#include "distcrown/io/onnx_loader.hpp"
 #include "distcrown/io/problem.hpp"
 #include "distcrown/methods/alpha_crown.hpp"
 #include "distcrown/methods/compute_bounds.hpp"
 #include "distcrown/methods/crown.hpp"
-#include "distcrown/sharding/partitioner.hpp"
 #include "distcrown/sharding/sharded_param.hpp"
 #include "distcrown/util/enum_names.hpp"
 #include "distcrown/util/error.hpp"

@@ -343,9 +343,9 @@ int run_verify(const RunOptions& a) {
   // tightens every box; on the neurons IBP leaves unstable only (each box its own), since deep
   // in the search most are stable, and their CROWN rows would only tighten the IBP chain
   // (docs/archive/results-2026.md, "Input splitting: rows for the unstable neurons only").
-  o.bab.bound.scheme = scheme_of(a.intermediate, bab::splits_inputs(o, in.problem.graph)
-                                                     ? IntermediateScheme::kTightUnstable
-                                                     : IntermediateScheme::kAutoLirpa);
+  const bool inputs_split = bab::splits_inputs(o, in.problem.graph);
+  o.bab.bound.scheme = scheme_of(a.intermediate, inputs_split ? IntermediateScheme::kTightUnstable
+                                                              : IntermediateScheme::kAutoLirpa);
   // Sharded over the ranks of each domain group (cli/run_setup.hpp). This rank's resident
   // weights between uses (FSDP: its shards; the report shows weights ÷ P).
   const int64_t param_bytes = place(a, in.problem.graph, *world, context.world.group).param_bytes;
@@ -361,7 +361,7 @@ int run_verify(const RunOptions& a) {
   }
   nlohmann::json facts = run_facts(a, *world, *context.world.group, r, o.bab.memory_limit_bytes,
                                    param_bytes);  // collective
-  facts["split"] = bab::splits_inputs(o, in.problem.graph) ? "input" : "relu";
+  facts["split"] = inputs_split ? "input" : "relu";
   facts["intermediate"] = std::string(enum_name(o.bab.bound.scheme));
   if (watchdog && !watchdog->claim()) {
     for (;;) ::pause();  // the watchdog has answered; its signal ends the process
