@@ -27,6 +27,7 @@ set(DISTCROWN_PUBLIC_HEADERS
   include/distcrown/graph/bound_node.hpp
   include/distcrown/graph/bound_graph.hpp
   include/distcrown/methods/options.hpp
+  include/distcrown/methods/pass_context.hpp
   include/distcrown/methods/relaxation_hook.hpp
   include/distcrown/methods/ibp.hpp
   include/distcrown/methods/crown.hpp

@@ -298,7 +298,7 @@ inline HardProperty hard_property(double fraction) {
   at::Generator gen = at::detail::createCPUGenerator(12);
   h.box = box_around(gen, 5, 0.5);
   AlphaOptions ao;  // as verify() at the root
-  h.alpha_lower = alpha_crown(ao.sided(BoundSides::kLower), h.net.graph, h.box, at::eye(1))
+  h.alpha_lower = alpha_crown(ao.sided(BoundSides::kLower), {}, h.net.graph, h.box, at::eye(1))
                       .bounds.lower.item<double>();
   h.minimum = sampled_min(h.net.graph, h.box, gen, 20000);
   h.rhs = h.alpha_lower + fraction * (h.minimum - h.alpha_lower);

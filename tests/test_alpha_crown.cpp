@@ -141,7 +141,7 @@ void check_alpha(const BoundGraph& g, const InputBox& box, const at::Tensor& C, 
   AlphaOptions ao;
   ao.iterations = iterations;
   const Interval crown = compute_bounds(g, box, Method::kCrown, options, C);
-  const AlphaResult a = alpha_crown(ao.with_bound(options), g, box, C);
+  const AlphaResult a = alpha_crown(ao.with_bound(options), {}, g, box, C);
   const int64_t spec = C.defined() ? C.size(0) : g.output_numel();
   ASSERT_TRUE(a.bounds.lower.defined() && a.bounds.upper.defined()) << what;
   ASSERT_EQ(a.bounds.lower.sizes(), at::IntArrayRef({1, spec})) << what;
@@ -181,7 +181,7 @@ TEST(AlphaCrown, OptimisationTightensSomething) {
   const Interval crown = compute_bounds(g, box, Method::kCrown);
   AlphaOptions ao;
   ao.iterations = 20;
-  const AlphaResult a = alpha_crown(ao, g, box);
+  const AlphaResult a = alpha_crown(ao, {}, g, box);
   EXPECT_LT(mean_width(a.bounds), 0.99 * mean_width(crown))
       << "alpha " << mean_width(a.bounds) << " crown " << mean_width(crown);
 }
@@ -195,7 +195,7 @@ TEST(AlphaCrown, OneIterationIsCrown) {
     AlphaOptions ao;
     ao.iterations = 1;
     const Interval crown = compute_bounds(g, box, Method::kCrown);
-    const AlphaResult a = alpha_crown(ao, g, box);
+    const AlphaResult a = alpha_crown(ao, {}, g, box);
     expect_not_looser(a.bounds, crown, kTightTol, name_of(c, at::kFloat) + " 1 iteration");
     expect_not_looser(crown, a.bounds, kTightTol, name_of(c, at::kFloat) + " crown vs 1 it.");
   }
@@ -230,7 +230,7 @@ TEST(AlphaCrown, SinCosTighterThanCrownAndSound) {
     ao.iterations = 20;
     ao.lr = 0.1;
     const Interval crown = compute_bounds(g, box, Method::kCrown);
-    const AlphaResult a = alpha_crown(ao, g, box);
+    const AlphaResult a = alpha_crown(ao, {}, g, box);
     ASSERT_TRUE(at::isfinite(a.bounds.lower).all().item<bool>()) << what;
     ASSERT_TRUE(at::isfinite(a.bounds.upper).all().item<bool>()) << what;
     expect_not_looser(a.bounds, crown, kTightTol, what + " alpha vs crown");
@@ -259,7 +259,7 @@ TEST(AlphaCrown, ConvnetTighterThanCrownAndSound) {
   AlphaOptions ao;
   ao.iterations = 4;
   const Interval crown = compute_bounds(g, box, Method::kCrown);
-  const AlphaResult a = alpha_crown(ao, g, box);
+  const AlphaResult a = alpha_crown(ao, {}, g, box);
   expect_not_looser(a.bounds, crown, kTightTol, "convnet alpha vs crown");
   const at::Tensor x = sample_box(gen, box.lower, box.upper, 500, 100);
   expect_contains(a.bounds, outputs(g, x, at::Tensor()), "convnet alpha soundness");
@@ -298,7 +298,7 @@ void expect_alpha_tight_and_sound(const BoundGraph& g, const InputBox& box, at::
                                   const std::string& what) {
   AlphaOptions ao;
   ao.iterations = 3;
-  const AlphaResult a = alpha_crown(ao, g, box);
+  const AlphaResult a = alpha_crown(ao, {}, g, box);
   expect_not_looser(a.bounds, compute_bounds(g, box, Method::kCrown), kTightTol,
                     what + " alpha vs crown");
   const at::Tensor x = sample_box(gen, box.lower, box.upper, 300, 100);
@@ -404,21 +404,21 @@ TEST(AlphaCrown, StopsOnceTheGoalIsProved) {
   AlphaOptions ao;
   ao.iterations = 20;
   ao.early_stop_patience = 100;
-  const AlphaResult full = alpha_crown(ao.sided(BoundSides::kLower), g, box);
+  const AlphaResult full = alpha_crown(ao.sided(BoundSides::kLower), {}, g, box);
   ASSERT_EQ(full.iterations_run, 20);
   const double crown_sum = crown.lower.sum().item<double>();
   const double alpha_sum = full.bounds.lower.sum().item<double>();
   ASSERT_GT(alpha_sum, crown_sum + 1e-4) << "α must improve on CROWN here";
   // A goal CROWN meets: no α step, CROWN's bounds (and intermediate bounds) returned.
   ao.proved = [&](const at::Tensor& lb) { return lb.sum().item<double>() >= crown_sum - 1e-6; };
-  const AlphaResult at_crown = alpha_crown(ao.sided(BoundSides::kLower), g, box);
+  const AlphaResult at_crown = alpha_crown(ao.sided(BoundSides::kLower), {}, g, box);
   EXPECT_EQ(at_crown.iterations_run, 0);
   EXPECT_TRUE(at::allclose(at_crown.bounds.lower, crown.lower, 1e-6, 1e-6));
   EXPECT_TRUE(at_crown.intermediate[size_t(g.output() - 1)].has_value());
   // A goal halfway to α's result: it stops after some steps, not all, having met it.
   const double half = (crown_sum + alpha_sum) / 2;
   ao.proved = [&](const at::Tensor& lb) { return lb.sum().item<double>() >= half; };
-  const AlphaResult midway = alpha_crown(ao.sided(BoundSides::kLower), g, box);
+  const AlphaResult midway = alpha_crown(ao.sided(BoundSides::kLower), {}, g, box);
   EXPECT_GT(midway.iterations_run, 0);
   EXPECT_LT(midway.iterations_run, 20);
   EXPECT_GE(midway.bounds.lower.sum().item<double>(), half);
@@ -440,7 +440,8 @@ TEST(AlphaCrown, MoreIterationsNeverLooser) {
         ao.iterations = n;
         ao.save_reference_after = 4;
         const Interval b =
-            alpha_crown(ao.sided(lower ? BoundSides::kLower : BoundSides::kUpper), g, box).bounds;
+            alpha_crown(ao.sided(lower ? BoundSides::kLower : BoundSides::kUpper), {}, g, box)
+                .bounds;
         if (previous.lower.defined() || previous.upper.defined()) {
           expect_not_looser(b, previous, 0.0,
                             name_of(c, at::kFloat) + (lower ? " lower, " : " upper, ") +
@@ -465,12 +466,12 @@ TEST(AlphaCrown, SpecMatrixSoundAndLowerOnly) {
 
       AlphaOptions ao;
       ao.iterations = 10;
-      const AlphaResult lower = alpha_crown(ao.sided(BoundSides::kLower), g, box, C);
+      const AlphaResult lower = alpha_crown(ao.sided(BoundSides::kLower), {}, g, box, C);
       EXPECT_FALSE(lower.bounds.upper.defined()) << what << ": lower-only has an upper bound";
       ASSERT_TRUE(lower.bounds.lower.defined()) << what;
       ASSERT_EQ(lower.bounds.lower.sizes(), at::IntArrayRef({1, C.size(0)})) << what;
       // And an upper-only run gives no lower bound; its upper is sound.
-      const AlphaResult upper = alpha_crown(ao.sided(BoundSides::kUpper), g, box, C);
+      const AlphaResult upper = alpha_crown(ao.sided(BoundSides::kUpper), {}, g, box, C);
       EXPECT_FALSE(upper.bounds.lower.defined()) << what;
       ASSERT_TRUE(upper.bounds.upper.defined()) << what;
       const at::Tensor x = sample_box(gen, box.lower, box.upper, 1000, 64);
@@ -485,10 +486,10 @@ TEST(AlphaCrown, RejectsBadOptions) {
   const InputBox box{at::zeros({1, 3}), at::ones({1, 3})};
   AlphaOptions ao;
   ao.iterations = 0;
-  EXPECT_THROW(alpha_crown(ao, g, box), InvalidArgument);
+  EXPECT_THROW(alpha_crown(ao, {}, g, box), InvalidArgument);
   ao.iterations = 3;
   ao.lr = 0;
-  EXPECT_THROW(alpha_crown(ao, g, box), InvalidArgument);
+  EXPECT_THROW(alpha_crown(ao, {}, g, box), InvalidArgument);
 }
 
 // auto_LiRPA's α-CROWN reference for one case (a refs/ JSON): at least as tight as its CROWN,
@@ -506,7 +507,7 @@ void expect_alpha_crown_matches_reference(const std::filesystem::path& f) {
   const auto start = std::chrono::steady_clock::now();
   BoundOptions as_ref;  // the reference's intermediate scheme (every neuron for the ViT)
   as_ref.scheme = testing::reference_scheme(ref, "alpha_crown");
-  const Interval a = alpha_crown(ao.with_bound(as_ref), g, box).bounds;
+  const Interval a = alpha_crown(ao.with_bound(as_ref), {}, g, box).bounds;
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << "  " << name << ": alpha-crown " << secs << " s\n";

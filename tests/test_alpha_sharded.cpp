@@ -134,7 +134,7 @@ const AlphaResult& reference(const Model& m) {
     it = done.emplace(m.name,
                       alpha_crown(alpha_options(m.iterations)
                                       .sided(m.large ? BoundSides::kLower : BoundSides::kBoth),
-                                  plain, m.box))
+                                  {}, plain, m.box))
              .first;
   }
   return it->second;
@@ -162,7 +162,7 @@ void check(Plan plan) {
     const AlphaResult& want = reference(m);
     const AlphaResult got =
         alpha_crown(ao.with_bound(opt).sided(m.large ? BoundSides::kLower : BoundSides::kBoth),
-                    sharded, m.box, {}, spec ? comm : nullptr);
+                    PassContext::spread_over(spec ? comm : nullptr), sharded, m.box);
     EXPECT_EQ(want.iterations_run, got.iterations_run);
     if (plan == Plan::kFsdp) {
       // Same operations on the same values in the same order: the float bits must agree.
@@ -214,8 +214,8 @@ TEST(AlphaSharded, SpecParallelSplitsAlphaMemory) {
   const at::Tensor x = at::empty({1, 16}, at::kFloat).uniform_(0, 1, gen);
   const InputBox box{x - 0.2, x + 0.2};
   const AlphaOptions ao = alpha_options(3);
-  const AlphaResult one = alpha_crown(ao, g, box);
-  const AlphaResult split = alpha_crown(ao, g, box, {}, comm);
+  const AlphaResult one = alpha_crown(ao, {}, g, box);
+  const AlphaResult split = alpha_crown(ao, PassContext::spread_over(comm), g, box);
   ASSERT_GT(one.alpha_bytes, 0);
   at::Tensor bytes = at::full({1}, double(split.alpha_bytes), at::kDouble);
   comm->all_reduce(bytes, collective::ReduceOp::kSum);
@@ -262,8 +262,8 @@ TEST(AlphaSharded, SpecParallelWithARankThatOwnsNoUnstableNeuron) {
   const at::Tensor x = at::empty({1, 8}, at::kFloat).uniform_(0, 1, gen);
   const InputBox box{x - 0.5, x + 0.5};
   const AlphaOptions ao = alpha_options(4);
-  const AlphaResult one = alpha_crown(ao, g, box);
-  const AlphaResult split = alpha_crown(ao, g, box, {}, comm);
+  const AlphaResult one = alpha_crown(ao, {}, g, box);
+  const AlphaResult split = alpha_crown(ao, PassContext::spread_over(comm), g, box);
   EXPECT_EQ(one.iterations_run, split.iterations_run);
   expect_close(one.bounds.lower, split.bounds.lower, "lower");
   expect_close(one.bounds.upper, split.bounds.upper, "upper");
@@ -282,8 +282,8 @@ TEST(AlphaSharded, TensorParallelWithARankWhoseSliceIsStable) {
   const at::Tensor x = at::empty({1, 8}, at::kFloat).uniform_(0, 1, gen);
   const InputBox box{x - 0.5, x + 0.5};
   const AlphaOptions ao = alpha_options(4);
-  const AlphaResult one = alpha_crown(ao, g, box);
-  const AlphaResult zones = alpha_crown(ao, tp, box);
+  const AlphaResult one = alpha_crown(ao, {}, g, box);
+  const AlphaResult zones = alpha_crown(ao, {}, tp, box);
   EXPECT_EQ(one.iterations_run, zones.iterations_run);
   expect_close(one.bounds.lower, zones.bounds.lower, "lower");
   expect_close(one.bounds.upper, zones.bounds.upper, "upper");

@@ -107,19 +107,19 @@ TEST(RoundAttack, DrawsFreshStartsEachRound) {
   root.restarts = 64;
   root.steps = 0;
   root.seed = 3;
-  const bab::Deadline deadline(30);
-  const bab::AttackOptions once = bab::round_attack(root, 7, deadline);
+  const Checkpoint until{bab::Deadline(30)};
+  const bab::AttackOptions once = bab::round_attack(root, 7);
   EXPECT_EQ(once.restarts, 16);
   EXPECT_EQ(once.seed, 10u);
   root.steps = 100;
-  EXPECT_EQ(bab::round_attack(root, 7, deadline).steps, 30);
+  EXPECT_EQ(bab::round_attack(root, 7).steps, 30);
   root.steps = 0;
   int hits = 0;
   int misses = 0;
   for (int64_t round = 0; round < 40; ++round) {
-    const bab::AttackOptions a = bab::round_attack(root, round, deadline);
-    const auto cex = bab::pgd_attack(net.graph, p.cases[0], objs, a);
-    const auto again = bab::pgd_attack(net.graph, p.cases[0], objs, a);
+    const bab::AttackOptions a = bab::round_attack(root, round);
+    const auto cex = bab::pgd_attack(a, until, net.graph, p.cases[0], objs);
+    const auto again = bab::pgd_attack(a, until, net.graph, p.cases[0], objs);
     ASSERT_EQ(cex.has_value(), again.has_value()) << "round " << round;
     if (cex) {
       ++hits;

@@ -20,6 +20,7 @@
 #include "distcrown/bab/verifier.hpp"
 #include "distcrown/io/problem.hpp"
 #include "distcrown/methods/alpha_crown.hpp"
+#include "distcrown/methods/compute_bounds.hpp"
 #include "distcrown/methods/crown.hpp"
 #include "distcrown/util/deadline.hpp"
 #include "fixtures.hpp"
@@ -87,16 +88,13 @@ TEST(Deadline, PassedDeadlineStopsCrownAtTheFirstCheckpoint) {
   const BoundGraph g = io::make_random_mlp(5, 32, 3, 3, 11);
   const InputBox box = box_of(5, 0.5);
   CountingHeartbeat count;
-  BoundOptions o;
-  o.checkpoint = Checkpoint{passed(), &count};
-  CrownEngine engine(g, box, o);
+  const BoundOptions o;
+  CrownEngine engine(g, box, o, PassContext::stopping_at({passed(), &count}));
   EXPECT_THROW(engine.compute_intermediate_bounds(), DeadlineReached);
   EXPECT_EQ(count.beats, 1);
   // Without a deadline the same pass runs to the end through every checkpoint.
   CountingHeartbeat all;
-  BoundOptions free = o;
-  free.checkpoint = Checkpoint{Deadline(), &all};
-  CrownEngine full(g, box, free);
+  CrownEngine full(g, box, o, PassContext::stopping_at({Deadline(), &all}));
   full.compute_intermediate_bounds();
   EXPECT_TRUE(full.output_bounds().lower.defined());
   EXPECT_GT(all.beats, 10);
@@ -111,15 +109,13 @@ TEST(Deadline, StopsAChunkedCrownPassPartWay) {
   o.crown_batch_size = 1;
   o.scheme = IntermediateScheme::kTight;  // every neuron gets its own row
   CountingHeartbeat all;
-  o.checkpoint = Checkpoint{Deadline(), &all};
-  CrownEngine full(g, box, o);
+  CrownEngine full(g, box, o, PassContext::stopping_at({Deadline(), &all}));
   full.compute_intermediate_bounds();
   full.output_bounds();
   ASSERT_GT(all.beats, 200);
 
   CountingHeartbeat slow(std::chrono::milliseconds(2));
-  o.checkpoint = Checkpoint{Deadline(0.05), &slow};
-  CrownEngine cut(g, box, o);
+  CrownEngine cut(g, box, o, PassContext::stopping_at({Deadline(0.05), &slow}));
   EXPECT_THROW(
       {
         cut.compute_intermediate_bounds();
@@ -135,19 +131,37 @@ TEST(Deadline, StopsAlphaCrown) {
   AlphaOptions ao;
   ao.iterations = 20;
   ao.early_stop_patience = 1000;  // every iteration runs
-  BoundOptions o;
   CountingHeartbeat all;
-  o.checkpoint = Checkpoint{Deadline(), &all};
-  const AlphaResult full = alpha_crown(ao.with_bound(o), g, box);
+  const AlphaResult full = alpha_crown(ao, PassContext::stopping_at({Deadline(), &all}), g, box);
   ASSERT_EQ(full.iterations_run, 2 * 20);  // both sides
   // Passed: stopped before any bound.
-  o.checkpoint = Checkpoint{passed(), nullptr};
-  EXPECT_THROW(alpha_crown(ao.with_bound(o), g, box), DeadlineReached);
+  EXPECT_THROW(alpha_crown(ao, PassContext::stopping_at({passed(), nullptr}), g, box),
+               DeadlineReached);
   // Passing part way through the iterations (forward passes and autograd backwards).
   CountingHeartbeat slow(std::chrono::milliseconds(2));
-  o.checkpoint = Checkpoint{Deadline(0.05), &slow};
-  EXPECT_THROW(alpha_crown(ao.with_bound(o), g, box), DeadlineReached);
+  EXPECT_THROW(alpha_crown(ao, PassContext::stopping_at({Deadline(0.05), &slow}), g, box),
+               DeadlineReached);
   EXPECT_LT(slow.beats, all.beats / 4) << "alpha-CROWN ran on past its deadline";
+}
+
+// PassContext::optimise_until ends the optimisation, not the run: an expired one leaves each
+// side one iteration (CROWN's slopes, iteration 0) and returns its bounds, no DeadlineReached.
+TEST(Deadline, OptimiseUntilStopsAlphaCrownWithItsBestBounds) {
+  const BoundGraph g = io::make_random_mlp(5, 32, 3, 3, 11);
+  const InputBox box = box_of(5, 1.0);
+  AlphaOptions ao;
+  ao.iterations = 20;
+  ao.early_stop_patience = 1000;
+  PassContext stop;
+  stop.optimise_until = passed();
+  const AlphaResult cut = alpha_crown(ao, stop, g, box);
+  EXPECT_EQ(cut.iterations_run, 2);  // one per side
+  const Interval crown = compute_bounds(g, box, Method::kCrown);
+  EXPECT_TRUE(at::equal(cut.bounds.lower, crown.lower));
+  EXPECT_TRUE(at::equal(cut.bounds.upper, crown.upper));
+  const AlphaResult full = alpha_crown(ao, {}, g, box);
+  EXPECT_EQ(full.iterations_run, 2 * 20);
+  EXPECT_TRUE(at::all(full.bounds.lower >= cut.bounds.lower).item<bool>());
 }
 
 TEST(Deadline, ReachesTheCallerFromInsideAnAutogradBackward) {
@@ -157,11 +171,9 @@ TEST(Deadline, ReachesTheCallerFromInsideAnAutogradBackward) {
   const BoundGraph g = io::make_random_mlp(5, 32, 3, 3, 11);
   const InputBox box = box_of(5, 1.0);
   Tripwire wire;
-  BoundOptions o;
-  o.checkpoint = Checkpoint{Deadline(), &wire};
   AlphaSlopes slopes(g, g.output_numel());
   c10::AutoGradMode grad_on(true);
-  CrownEngine engine(g, box, o);
+  CrownEngine engine(g, box, BoundOptions{}, PassContext::stopping_at({Deadline(), &wire}));
   engine.set_hook(&slopes);
   engine.compute_intermediate_bounds();
   const at::Tensor lower = engine.output_bounds(at::Tensor(), true, false).lower;

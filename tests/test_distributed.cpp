@@ -88,8 +88,8 @@ void check_mode(const Mode& mode) {
     for (Method method : {Method::kIbp, Method::kCrown}) {
       if (method == Method::kIbp && !m.ibp_finite) continue;
       const Interval want = compute_bounds(plain, m.box, method, opt);
-      const Interval got =
-          compute_bounds(sharded, m.box, method, opt, {}, mode.spec ? comm : nullptr);
+      const Interval got = compute_bounds(sharded, m.box, method, opt, {},
+                                          PassContext::spread_over(mode.spec ? comm : nullptr));
       if (!mode.spec || method == Method::kIbp) {
         // Same operations on the same values in the same order: the float bits must agree.
         EXPECT_TRUE(at::equal(want.lower, got.lower)) << to_string(method) << " lower";

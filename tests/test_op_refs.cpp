@@ -306,7 +306,7 @@ TEST(OpReferences, MatchAutoLirpa) {
       Interval alpha;
       {
         c10::AutoGradMode grad(true);
-        alpha = alpha_crown(ao, g, box).bounds;
+        alpha = alpha_crown(ao, {}, g, box).bounds;
       }
       if (gelu && form == GeluForm::kOperator) gelu_bounds = {ibp, crown, alpha};
       if (gelu && form == GeluForm::kErf) {

@@ -361,13 +361,11 @@ TEST(Patches, PatchesPassBytesChunksRowsWithTheSameBits) {
     BoundOptions all = with_mode(ConvMode::kPatches);
     all.scheme = IntermediateScheme::kTight;  // every neuron of a start is a row
     all.patches_pass_bytes = 0;
-    all.checkpoint.heartbeat = &calls_whole;
     BoundOptions small = all;
     small.patches_pass_bytes = 1;
-    small.checkpoint.heartbeat = &calls_pieces;
     c10::NoGradGuard no_grad;
-    CrownEngine whole(g, box, all);
-    CrownEngine pieces(g, box, small);
+    CrownEngine whole(g, box, all, PassContext::stopping_at({Deadline(), &calls_whole}));
+    CrownEngine pieces(g, box, small, PassContext::stopping_at({Deadline(), &calls_pieces}));
     whole.compute_intermediate_bounds();
     pieces.compute_intermediate_bounds();
     EXPECT_GT(calls_pieces.beats, calls_whole.beats) << c.name;
@@ -412,7 +410,7 @@ TEST(Patches, AlphaCrownAgreesWithDense) {
       first.iterations = 8;
       return alpha_crown(first.with_bound(with_mode(mode))
                              .sided(lower ? BoundSides::kLower : BoundSides::kUpper),
-                         g, box)
+                         {}, g, box)
           .bounds;
     };
     expect_agree(side(ConvMode::kPatches, true).lower, side(ConvMode::kMatrix, true).lower,

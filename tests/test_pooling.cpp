@@ -355,7 +355,7 @@ TEST(MaxPool, AlphaCrownThroughItIsSoundAndNoLooserThanCrown) {
   const Interval crown = compute_bounds(g, box, Method::kCrown);
   AlphaOptions ao;
   ao.iterations = 10;
-  const Interval alpha = alpha_crown(ao, g, box).bounds;
+  const Interval alpha = alpha_crown(ao, {}, g, box).bounds;
   const double tol = 1e-4;
   EXPECT_GE((alpha.lower - crown.lower).min().item<double>(), -tol);
   EXPECT_LE((alpha.upper - crown.upper).max().item<double>(), tol);

@@ -111,7 +111,7 @@ TEST(ReluBab, RunsRoundsThroughAnUnsplitSigmoid) {
   const InputBox box = box_around(gen, 5, 1.0);
   AlphaOptions ao;
   const double alpha_lower =
-      alpha_crown(ao.sided(BoundSides::kLower), g, box, at::eye(1)).bounds.lower.item<double>();
+      alpha_crown(ao.sided(BoundSides::kLower), {}, g, box, at::eye(1)).bounds.lower.item<double>();
   const double minimum = sampled_min(g, box, gen, 20000);
   ASSERT_LT(alpha_lower, minimum);
   const double rhs = alpha_lower + 0.5 * (minimum - alpha_lower);
@@ -194,7 +194,7 @@ TEST(ReluBab, WorstBoundNeverFallsFromRoundToRound) {
   }
 }
 
-// The memory limit (BabOptions::memory_limit_bytes) against the accountant's live tensor bytes.
+// The memory limit (RunContext::memory_limit_bytes) against the accountant's live tensor bytes.
 // A search of batch 64 and 6 rounds is first run under a limit it never nears, measuring its
 // peak above what was live before it; a quarter of that as the limit's room must shrink the
 // batch, and the search must still not falsify the true property (it may end unknown at the
@@ -203,11 +203,14 @@ class ReluBabMemory : public ::testing::Test {
  protected:
   void SetUp() override { memory::install_counting_allocator(); }
 
+  // Under the limit limit_.
   bab::BabResult run(const bab::BabOptions& o) const {
-    const bab::Deadline deadline(0);
-    return bab::relu_bab(o, context_of(deadline), h_.net.graph,
-                         {h_.property.cases[0], objs_[0], objs_});
+    bab::RunContext context = context_of(bab::Deadline(0));
+    context.memory_limit_bytes = limit_;
+    return bab::relu_bab(o, context, h_.net.graph, {h_.property.cases[0], objs_[0], objs_});
   }
+
+  int64_t limit_ = 0;
 
   HardProperty h_ = hard_property(0.95);
   std::vector<bab::Objective> objs_ = objectives(h_.property.cases[0], 1);
@@ -224,7 +227,7 @@ TEST_F(ReluBabMemory, ATightLimitShrinksTheBatch) {
   o.batch = 64;
   o.max_rounds = 6;
   const int64_t live = memory::live_bytes();
-  o.memory_limit_bytes = live + (int64_t{1} << 30);
+  limit_ = live + (int64_t{1} << 30);
   memory::reset_peak();
   const bab::BabResult free = run(o);
   const int64_t cost = memory::peak_bytes() - live;
@@ -234,7 +237,7 @@ TEST_F(ReluBabMemory, ATightLimitShrinksTheBatch) {
   EXPECT_FALSE(free.memory_limited);
   ASSERT_GT(cost, 0);
 
-  o.memory_limit_bytes = memory::live_bytes() + cost / 4;
+  limit_ = memory::live_bytes() + cost / 4;
   const bab::BabResult tight = run(o);
   EXPECT_NE(status(tight), "falsified") << "the property holds below the sampled minimum";
   EXPECT_GE(tight.rounds, 1) << status(tight) << ": " << tight.reason;
@@ -252,7 +255,7 @@ TEST_F(ReluBabMemory, ALimitBelowWhatIsLiveStopsUnknown) {
     SCOPED_TRACE(deterministic ? "deterministic" : "adaptive");
     bab::BabOptions o;
     o.deterministic = deterministic;
-    o.memory_limit_bytes = 1;  // the queued root alone is more
+    limit_ = 1;  // the queued root alone is more
     const bab::BabResult r = run(o);
     EXPECT_EQ(status(r), "unknown");
     EXPECT_TRUE(memory_reason(r)) << r.reason;
@@ -261,7 +264,7 @@ TEST_F(ReluBabMemory, ALimitBelowWhatIsLiveStopsUnknown) {
     EXPECT_EQ(r.min_batch, 0);
   }
   bab::BabOptions o;
-  o.memory_limit_bytes = -1;
+  limit_ = -1;
   EXPECT_THROW((void)run(o), InvalidArgument);
 }
 
@@ -275,7 +278,7 @@ TEST_F(ReluBabMemory, DeterministicNeverResizes) {
   o.batch = 8;
   o.max_rounds = 4;
   const int64_t live = memory::live_bytes();
-  o.memory_limit_bytes = live + (int64_t{1} << 30);
+  limit_ = live + (int64_t{1} << 30);
   memory::reset_peak();
   const bab::BabResult free = run(o);
   const int64_t cost = memory::peak_bytes() - live;
@@ -285,7 +288,7 @@ TEST_F(ReluBabMemory, DeterministicNeverResizes) {
   EXPECT_FALSE(free.memory_limited);
   ASSERT_GT(cost, 0);
 
-  o.memory_limit_bytes = memory::live_bytes() + cost / 2;
+  limit_ = memory::live_bytes() + cost / 2;
   const bab::BabResult tight = run(o);
   EXPECT_NE(status(tight), "falsified");
   if (tight.rounds > 0) {

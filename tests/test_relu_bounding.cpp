@@ -42,7 +42,8 @@ TEST(BetaSplit, InactiveSplitOnLastLayerEqualsTheNeuronRemoved) {
         removed.back().W = layers.back().W.clone();
         removed.back().W.select(1, j).zero_();
         const Net net2 = build(removed, t);
-        const at::Tensor crown2 = compute_bounds(net2.graph, box, Method::kCrown, {}, C).lower;
+        const at::Tensor crown2 =
+            compute_bounds(net2.graph, box, Method::kCrown, BoundOptions{}, C).lower;
         expect_bounds(split0, crown2, true, "split z_j <= 0 vs neuron removed");
 
         const at::Tensor split20 = lower_bound_with_splits(net.graph, box, C, split, 20);

@@ -145,7 +145,7 @@ void check_box(const BoundGraph& g, const InputBox& box, const at::Tensor& C, do
   const int64_t batch = box.lower.size(0);
   const int64_t spec = C.defined() ? C.size(0) : g.output_numel();
   std::vector<std::pair<std::string, Interval>> all;
-  const Interval ibp = compute_bounds(g, box, Method::kIbp, {}, C);
+  const Interval ibp = compute_bounds(g, box, Method::kIbp, BoundOptions{}, C);
   expect_well_formed(ibp, batch, spec, what + " ibp");
   all.emplace_back("ibp", ibp);
   for (const auto scheme : {IntermediateScheme::kAutoLirpa, IntermediateScheme::kTight,

@@ -296,7 +296,8 @@ TEST(TensorParallel, SpecParallelIsRefused) {
   BoundGraph g = io::make_random_mlp(10, 16, 2, 4, 1);
   sharding::partition_tensor_parallel(g, comm);
   const InputBox box{at::zeros({1, 10}), at::ones({1, 10})};
-  EXPECT_THROW(CrownEngine(g, box, BoundOptions{}, comm), InvalidArgument);
+  EXPECT_THROW(CrownEngine(g, box, BoundOptions{}, PassContext::spread_over(comm)),
+               InvalidArgument);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "distcrown/methods/crown.hpp"
 #include "distcrown/methods/ibp.hpp"
 #include "distcrown/methods/options.hpp"
+#include "distcrown/methods/pass_context.hpp"
 #include "distcrown/sharding/partitioner.hpp"
 #include "distcrown/sharding/sharded_param.hpp"
 #include "distcrown/util/deadline.hpp"

@@ -51,9 +51,8 @@ std::optional<Counterexample> check_candidates(const BoundGraph& g, const io::Vn
   return std::nullopt;
 }
 
-AttackOptions round_attack(const AttackOptions& root, int64_t round, const Deadline& deadline) {
+AttackOptions round_attack(const AttackOptions& root, int64_t round) {
   AttackOptions a = root;
-  a.deadline = deadline;
   // At most 16 random starts (a quarter of the root attack's default): it runs every few rounds.
   a.restarts = std::min(root.restarts, 16);
   a.seed = root.seed + uint64_t(round);
@@ -61,9 +60,10 @@ AttackOptions round_attack(const AttackOptions& root, int64_t round, const Deadl
   return a;
 }
 
-std::optional<Counterexample> pgd_attack(const BoundGraph& g, const io::VnnlibCase& c,
+std::optional<Counterexample> pgd_attack(const AttackOptions& options, const Checkpoint& until,
+                                         const BoundGraph& g, const io::VnnlibCase& c,
                                          const std::vector<Objective>& disjuncts,
-                                         const AttackOptions& options, const at::Tensor& starts) {
+                                         const at::Tensor& starts) {
   if (options.restarts < 0 || options.steps < 0) throw InvalidArgument("attack: negative count");
   const auto [lo, hi] = box_tensors(g, c);
   const at::Tensor width = hi - lo;  // [1, *input_shape]
@@ -83,8 +83,8 @@ std::optional<Counterexample> pgd_attack(const BoundGraph& g, const io::VnnlibCa
   const int64_t N = x.size(0);
   // Each start attacks the disjunct closest to holding there.
   for (int step = 0; step < options.steps; ++step) {
-    if (options.heartbeat != nullptr) options.heartbeat->beat();
-    if (options.deadline.expired()) break;
+    if (until.heartbeat != nullptr) until.heartbeat->beat();
+    if (until.deadline.expired()) break;
     at::Tensor xv = x.detach().requires_grad_(true);
     at::Tensor loss;
     {

@@ -27,6 +27,28 @@ BabsrScores babsr_scores(const at::Tensor& A, const at::Tensor& row_weight, cons
           at::where(unstable, (intercept_k * weight).sum(0) / rows, zero)};
 }
 
+std::optional<double> split_midpoint(double l, double u, at::ScalarType dtype) {
+  const double mid = at::scalar_tensor(l + (u - l) / 2, at::TensorOptions().dtype(at::kDouble))
+                         .to(dtype)
+                         .item<double>();
+  if (!(mid > l && mid < u)) return std::nullopt;
+  return mid;
+}
+
+at::Tensor general_scores(const at::Tensor& A, const at::Tensor& row_weight,
+                          const at::Tensor& lower, const at::Tensor& upper,
+                          const at::Tensor& height) {
+  const at::Tensor weight = row_weight.to(A.scalar_type());
+  const at::Tensor rows = weight.sum(0).clamp_min(1);                      // [B, 1]
+  const at::Tensor score = (A.abs() * weight).sum(0) / rows * height / 4;  // [B, N]
+  // The same midpoint as split_midpoint's: computed in double, rounded to the bounds' dtype.
+  const at::Tensor l = lower.to(at::kDouble);
+  const at::Tensor u = upper.to(at::kDouble);
+  const at::Tensor mid = (l + (u - l) / 2).to(lower.scalar_type()).to(at::kDouble);
+  const at::Tensor inside = (mid > l) & (mid < u);
+  return at::where(inside, score.to(lower.scalar_type()), at::full_like(lower, kUnsplittable));
+}
+
 int64_t babsr_choice(const at::Tensor& scores) {
   const auto [best, at] = scores.max(1);  // per row: [2]
   const double s = best[0].item<double>();

@@ -3,6 +3,7 @@
 // α,β-CROWN computes them (complete_verifier/heuristics/babsr.py), and the candidates that FSB
 // (filtered smart branching, kfsb.py) bounds before it decides.
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -25,6 +26,23 @@ struct BabsrScores {
 };
 BabsrScores babsr_scores(const at::Tensor& A, const at::Tensor& row_weight, const at::Tensor& lower,
                          const at::Tensor& upper, const at::Tensor& bias, bool take_max);
+
+/// The point a general split node's element is split at (OpTraits::splits_anywhere): the
+/// midpoint of [l, u], rounded to `dtype`, when it lies strictly inside; nullopt when it does
+/// not (the interval is a few ulps wide: nothing left to split).
+std::optional<double> split_midpoint(double l, double u, at::ScalarType dtype);
+
+/// Scores of a general split node's neurons, in the units of BaBSR's: A [K, B, N] the rows'
+/// coefficients on the node's output, row_weight [K, B, 1] as babsr_scores', lower/upper [B, N]
+/// its input's bounds, height [B, N] the width of the node's IBP output over them. A
+/// relaxation of the function over [l, u] lies within `height` of it; halving the interval
+/// roughly halves the height on each side, so the bound gains about
+///   score = mean_k(w_k·|A_k|) · height / 4
+/// (a ReLU over [−a, a] gives a/4 where BaBSR's intercept term gives a/2). Neurons whose
+/// midpoint is not strictly inside (split_midpoint) score kUnsplittable.
+at::Tensor general_scores(const at::Tensor& A, const at::Tensor& row_weight,
+                          const at::Tensor& lower, const at::Tensor& upper,
+                          const at::Tensor& height);
 
 /// The score rows a domain keeps ([2, N_all]): row 0 BaBSR's score, row 1 the negated
 /// intercept score (so both are larger-first); a neuron that cannot be split holds -1 in both.

@@ -141,9 +141,10 @@ std::optional<double> halving_point(const SubBox& b) {
 
 // Bounds a batch of boxes (each [1, *in], on the CPU): sets value, split_dim, the linear bounds
 // and the clipped box of each; returns candidate counterexamples (the corner minimising each
-// box's most promising row), [B, *in].
+// box's most promising row), [B, *in]. The passes run in `passes` (they stop at its checkpoint).
 at::Tensor bound_boxes(const BoundGraph& g, const Objective& objective,
-                       const BoundOptions& bound_options, std::vector<SubBox>& boxes) {
+                       const BoundOptions& bound_options, const PassContext& passes,
+                       std::vector<SubBox>& boxes) {
   const int64_t K = objective.rhs.size(0);
   const auto B = int64_t(boxes.size());
   const int64_t n = g.input_numel();
@@ -155,7 +156,7 @@ at::Tensor bound_boxes(const BoundGraph& g, const Objective& objective,
   }
   const InputBox box{at::cat(lo, 0).to(g.device()), at::cat(hi, 0).to(g.device())};  // [B, *in]
   InputAHook hook(g.output());
-  CrownEngine engine(g, box, bound_options);
+  CrownEngine engine(g, box, bound_options, passes);
   engine.set_hook(&hook);
   engine.compute_intermediate_bounds();
   // One CROWN pass from the spec rows: the clipping below needs its linear bound itself, the
@@ -221,6 +222,7 @@ class InputBab {
   InputBab(const BabOptions& o, const RunContext& context, const BoundGraph& g,
            const BabProblem& problem, const BoundOptions& bound_options, Progress& progress)
       : o_(o),
+        passes_(PassContext::stopping_at(Checkpoint{context.deadline, &progress})),
         deadline_(context.deadline),
         world_(context.world),
         g_(g),
@@ -248,6 +250,7 @@ class InputBab {
                        RoundReport& mine);
 
   const BabOptions& o_;
+  PassContext passes_;  // the bounding passes stop at the deadline and print the progress
   const Deadline& deadline_;
   const BabWorld& world_;
   const BoundGraph& g_;
@@ -266,7 +269,7 @@ void InputBab::bound_root(RoundReport& mine) {
     std::vector<SubBox> first(1);
     first.front().lower = root.lower;
     first.front().upper = root.upper;
-    const at::Tensor corners = bound_boxes(g_, problem_.objective, bo_, first);
+    const at::Tensor corners = bound_boxes(g_, problem_.objective, bo_, passes_, first);
     const bool leader = world_.group_index() == 0;
     bounded_ = leader ? 1 : 0;  // the root counts once, as group 0's
     mine.counterexample = check_candidates(g_, problem_.vnnlib_case, corners);
@@ -296,7 +299,7 @@ void InputBab::split_and_bound(std::vector<std::pair<int64_t, SubBox>>& planned,
   // (a half often holds a smaller slice of the region, or none: proved without a pass).
   children = clip_halves(std::move(children), g_.dtype());
   if (children.empty()) return;
-  const at::Tensor corners = bound_boxes(g_, problem_.objective, bo_, children);
+  const at::Tensor corners = bound_boxes(g_, problem_.objective, bo_, passes_, children);
   bounded_ += int64_t(children.size());
   at::Tensor candidate_points = corners;
   if (o_.attack_every > 0 && res_.rounds % o_.attack_every == 0) {
@@ -364,9 +367,7 @@ BabResult input_bab(const BabOptions& options, const RunContext& context, const 
   Progress own_progress(options.progress, context.deadline);
   Progress& progress = context.progress != nullptr ? *context.progress : own_progress;
   progress.start("bab (input splits)");
-  // The bounding passes stop at the deadline and print the progress.
   BoundOptions bo = options.bound;
-  bo.checkpoint = Checkpoint{context.deadline, &progress};
   // Rows need not be padded to kRowAlign here: no result compares a box's bits across row
   // layouts (a box's bits already depend on the batch it is bounded in), and a pass's rows are
   // few (the spec's, or each box's unstable neurons), so padding cost ~15 % of the boxes a

@@ -1,5 +1,5 @@
 #pragma once
-// The memory budget of ReLU splitting (BabOptions::memory_limit_bytes): each round's batch is the
+// The memory budget of ReLU splitting (RunContext::memory_limit_bytes): each round's batch is the
 // largest (<= the configured batch, at most doubling per round) whose cost per parent, measured
 // in the last rounds, fits under the limit with what is live; when not even one parent fits (or,
 // deterministic, the fixed batch does not) the search ends unknown.

@@ -28,11 +28,10 @@ using detail::Domain;
 using detail::Planned;
 using detail::RoundReport;
 
-// The bounding passes of a branch and bound stop at its deadline, print its progress, and do not
-// pad their rows (a pass of one or two rows padded to sixteen multiplies its A matrices by 16).
-BoundOptions round_bound_options(BoundOptions o, const Deadline& deadline, Progress& progress) {
+// The bounding passes of a branch and bound do not pad their rows (a pass of one or two rows
+// padded to sixteen multiplies its A matrices by 16).
+BoundOptions round_bound_options(BoundOptions o) {
   o.align_rows = false;
-  o.checkpoint = Checkpoint{deadline, &progress};
   return o;
 }
 
@@ -72,8 +71,8 @@ class ReluBab {
         // ranks (one-rank units, which need no communicator of their own).
         units_(share_ ? BabWorld{context.world.world, nullptr, context.world.world_size()}
                       : context.world),
-        bounder_(g, layout_, problem.objective, o,
-                 round_bound_options(o.bound, context.deadline, progress_), context.deadline,
+        bounder_(g, layout_, problem.objective, o, round_bound_options(o.bound),
+                 Checkpoint{context.deadline, &progress_},
                  on_device(io::enclosing_box(problem.vnnlib_case, g, g.dtype()), g.device()),
                  share_),
         budget_(o, memory_limit, g.device(), units_.groups) {}
@@ -159,10 +158,12 @@ Domain ReluBab::root(const RootStart* start) {
   AlphaOptions ao;
   ao.iterations = o_.root_iterations;
   ao.lr = o_.root_lr;
-  ao.deadline = deadline_;
-  ao.bound = round_bound_options(o_.bound, deadline_, progress_);
+  ao.bound = round_bound_options(o_.bound);
   ao.sides = BoundSides::kLower;
-  const AlphaResult a = alpha_crown(ao, g_, bounder_.box(), problem_.objective.C);
+  PassContext context;
+  context.checkpoint = Checkpoint{deadline_, &progress_};
+  context.optimise_until = deadline_;
+  const AlphaResult a = alpha_crown(ao, context, g_, bounder_.box(), problem_.objective.C);
   for (const int pre : layout_.pre_nodes()) {
     const auto& b = a.intermediate.at(size_t(pre));
     if (!b) throw Error("internal: no root bounds for a ReLU input");
@@ -172,7 +173,8 @@ Domain ReluBab::root(const RootStart* start) {
 }
 
 Domain ReluBab::crown_root_with(const std::vector<Split>& splits) {
-  CrownEngine engine(g_, bounder_.box(), round_bound_options(o_.bound, deadline_, progress_));
+  CrownEngine engine(g_, bounder_.box(), round_bound_options(o_.bound),
+                     PassContext::stopping_at(Checkpoint{deadline_, &progress_}));
   engine.compute_intermediate_bounds();
   std::vector<Interval> bounds;
   for (const int pre : layout_.pre_nodes()) bounds.push_back(engine.bounds(pre));
@@ -180,10 +182,18 @@ Domain ReluBab::crown_root_with(const std::vector<Split>& splits) {
   int64_t id = 0;
   for (const Split& s : splits) {
     const std::optional<size_t> r = layout_.index_of(s.node);
-    if (!r) throw InvalidArgument("split on a node that is not a ReLU");
-    if (s.point != 0.0) throw InvalidArgument("a ReLU is split at 0 only");
+    if (!r) throw InvalidArgument("split on a node that branch and bound does not split");
     if (s.element < 0 || s.element >= d.lower[*r].numel()) {
       throw InvalidArgument("split neuron index out of range");
+    }
+    if (layout_.general(*r)) {
+      const double l = d.lower[*r].view({-1})[s.element].item<double>();
+      const double u = d.upper[*r].view({-1})[s.element].item<double>();
+      if (!(s.point > l && s.point < u)) {
+        throw InvalidArgument("a split point must lie strictly inside the neuron's interval");
+      }
+    } else if (s.point != 0.0) {
+      throw InvalidArgument("a ReLU is split at 0 only");
     }
     d = detail::child(d, layout_, s, ++id);
   }
@@ -236,8 +246,8 @@ std::optional<Counterexample> ReluBab::attack_from(const std::vector<Domain>& ds
   if (auto cex = check_candidates(g_, problem_.vnnlib_case, x)) return cex;
   if (!pgd_round) return std::nullopt;
   // The group's deadline: groups run their rounds' passes apart.
-  const AttackOptions ao = round_attack(o_.attack, *pgd_round, deadline_);
-  return pgd_attack(g_, problem_.vnnlib_case, problem_.disjuncts, ao,
+  return pgd_attack(round_attack(o_.attack, *pgd_round), Checkpoint{deadline_, &progress_}, g_,
+                    problem_.vnnlib_case, problem_.disjuncts,
                     x.slice(0, 0, std::min<int64_t>(x.size(0), 64)));
 }
 
@@ -388,7 +398,7 @@ BabResult relu_bab(const BabOptions& options, const RunContext& context, const B
                    const BabProblem& problem, const RootStart* start) {
   if (options.batch < 1) throw InvalidArgument("branch and bound batch must be >= 1");
   ReluBab bab(options, context, g, problem,
-              detail::memory_limit(options.memory_limit_bytes, g.device()));
+              detail::memory_limit(context.memory_limit_bytes, g.device()));
   return bab.run(start);
 }
 

@@ -18,11 +18,15 @@
 namespace distcrown::bab::detail {
 namespace {
 
-// Relaxation parameters of one batch: α and β·s per ReLU, and what the last pass saw.
+// Relaxation parameters of one batch: α and β·s per ReLU, and what the last pass saw (the A at
+// every split node's output, general ones included: their branching scores read it).
 class SplitHook final : public RelaxationHook {
  public:
-  SplitHook(int output, const std::map<int, size_t>& relu_index, size_t relus)
-      : relu_A(relus), output_(output), relu_index_(relu_index) {}
+  SplitHook(int output, const ReluLayout& layout)
+      : relu_A(layout.size()),
+        output_(output),
+        relu_index_(layout.relu_index()),
+        split_index_(layout.index()) {}
 
   RelaxParams params(int start, int node, const at::Tensor& rows,
                      std::span<const Interval* const> /*in*/) override {
@@ -44,7 +48,7 @@ class SplitHook final : public RelaxationHook {
     if (!record || start != output_) return;
     if (node == 0) {
       input_A = a.lA.detach();
-    } else if (const auto it = relu_index_.find(node); it != relu_index_.end()) {
+    } else if (const auto it = split_index_.find(node); it != split_index_.end()) {
       relu_A[it->second] = a.lA.detach();
     }
   }
@@ -52,12 +56,13 @@ class SplitHook final : public RelaxationHook {
   std::vector<at::Tensor> alpha;        // [K, B, *shape]
   std::vector<at::Tensor> beta_signed;  // [K, B, *shape]
   bool record = false;
-  std::vector<at::Tensor> relu_A;  // A at each ReLU's output in the recorded pass [K', B, *shape]
+  std::vector<at::Tensor> relu_A;  // A at each split node's output, recorded pass [K', B, *shape]
   at::Tensor input_A;              // [K', B, *input_shape]
 
  private:
   int output_;
   const std::map<int, size_t>& relu_index_;
+  const std::map<int, size_t>& split_index_;
 };
 
 // A batch's tensors as the passes see them (this rank's neurons under TP), per ReLU r:
@@ -211,14 +216,14 @@ class Working {
 
 DomainBounder::DomainBounder(const BoundGraph& g, const ReluLayout& layout,
                              const Objective& objective, const BabOptions& options,
-                             const BoundOptions& bound_options, const Deadline& deadline,
-                             InputBox box, collective::CommPtr share)
+                             const BoundOptions& bound_options, Checkpoint checkpoint, InputBox box,
+                             collective::CommPtr share)
     : g_(g),
       layout_(layout),
       obj_(objective),
       o_(options),
       bo_(bound_options),
-      deadline_(deadline),
+      passes_(PassContext::stopping_at(std::move(checkpoint))),
       box_(std::move(box)),
       share_(std::move(share)) {}
 
@@ -256,7 +261,8 @@ namespace {
 // proved on the domain); every neuron's, as domains keep them (one AllGather under TP):
 // [B, 2, N_all].
 at::Tensor branching_scores(const Batch& b, const SplitHook& hook, const at::Tensor& best,
-                            const Objective& obj, const ReluLayout& layout, bool take_max) {
+                            const Objective& obj, const ReluLayout& layout, bool take_max,
+                            const BoundGraph& g) {
   const int64_t K = obj.rhs.size(0);
   const int64_t B = best.size(0);
   const size_t R = layout.size();
@@ -268,11 +274,23 @@ at::Tensor branching_scores(const Batch& b, const SplitHook& hook, const at::Ten
     const at::Tensor A = hook.relu_A[r].defined()
                              ? hook.relu_A[r].slice(0, 0, K).reshape({K, B, -1})
                              : at::zeros({K, B, l.size(1)}, best.options());
+    const auto shape = b.pre[r].lower.sizes();
+    if (layout.general(r)) {
+      // Split again and again (each side narrower); no intercept score: BaBSR's own decides
+      // among ReLUs when the general scores carry no information.
+      const Interval* in[] = {&b.pre[r]};
+      const Interval out = g.node(layout.relu(r)).op->ibp(in);
+      const at::Tensor height = (out.upper - out.lower).reshape({B, -1});
+      const at::Tensor sc = general_scores(A, row_weight, l, u, height);
+      scores.emplace_back(
+          (sc + at::where(sc >= 0, 1e-9 * (u - l), at::zeros_like(sc))).reshape(shape), r);
+      scores.emplace_back(at::where(sc >= 0, at::zeros_like(sc), sc).reshape(shape), r);
+      continue;
+    }
     const BabsrScores sc = babsr_scores(A, row_weight, l, u, layout.bias(r), take_max);
     const at::Tensor free = (l < 0) & (u > 0) & (b.split[r].reshape({B, -1}) == 0);
     const at::Tensor none = at::full_like(l, kUnsplittable);
     // Tie-break toward wide intervals so that neurons without a score are still ordered.
-    const auto shape = b.pre[r].lower.sizes();
     scores.emplace_back(at::where(free, sc.score + 1e-9 * (u - l), none).reshape(shape), r);
     scores.emplace_back(at::where(free, -sc.intercept, none).reshape(shape), r);
   }
@@ -329,7 +347,7 @@ Bounded DomainBounder::bound_here(std::vector<Domain>& ds, int iterations, bool 
   const auto B = int64_t(ds.size());
   const size_t R = layout_.size();
   Batch batch = gather(ds, layout_, box_, g_, optimise);
-  SplitHook hook(g_.output(), layout_.index(), R);
+  SplitHook hook(g_.output(), layout_);
   const size_t refresh_after = optimise && o_.intermediate == BabIntermediate::kRefresh
                                    ? earliest_split(batch.whole_split)
                                    : R;
@@ -337,12 +355,14 @@ Bounded DomainBounder::bound_here(std::vector<Domain>& ds, int iterations, bool 
   Working w(batch, refresh(batch, g_, layout_, bo_, refresh_after), prune, o_);
   at::Tensor best;  // [B, K]
   Bounded out;
-  const int passes = std::max(1, optimise ? iterations : 1);
+  // Without a ReLU nothing is optimised (general nodes keep CROWN's relaxation): one pass.
+  const bool optimised = optimise && !layout_.relu_index().empty();
+  const int passes = std::max(1, optimised ? iterations : 1);
   for (int it = 0; it < passes; ++it) {
     const bool last = it + 1 == passes;
     if (last && w.keep.size(0) < B) w.widen_to_all();
     c10::AutoGradMode grad(optimise && !last);
-    CrownEngine engine(g_, w.box, bo_);
+    CrownEngine engine(g_, w.box, bo_, passes_);
     for (size_t r = 0; r < R; ++r) engine.set_bounds(layout_.pre(r), w.pre[r]);
     for (const auto& [i, b] : w.other) engine.set_bounds(i, b);
     hook.alpha = w.alpha;
@@ -360,7 +380,7 @@ Bounded DomainBounder::bound_here(std::vector<Domain>& ds, int iterations, bool 
       out.recorded = true;
       break;
     }
-    if (deadline_.expired()) break;
+    if (passes_.checkpoint.deadline.expired()) break;
     at::Tensor open = domain_values(obj_, best.index_select(0, w.keep)) <= 0;  // [B']
     if (real) open = open & (w.keep < *real);  // padding leaves with the proved
     const int64_t n_open = open.sum().item<int64_t>();
@@ -387,7 +407,7 @@ Bounded DomainBounder::bound_here(std::vector<Domain>& ds, int iterations, bool 
   batch.beta = w.beta;
   const at::Tensor scores = out.recorded
                                 ? branching_scores(batch, hook, best, obj_, layout_,
-                                                   o_.branching_reduce == BranchingReduce::kMax)
+                                                   o_.branching_reduce == BranchingReduce::kMax, g_)
                                 : at::Tensor();
   store(ds, out.values, batch, scores, refresh_after, layout_, optimise);
   out.input_A = hook.input_A;

@@ -19,6 +19,7 @@
 #include "distcrown/collective/communicator.hpp"
 #include "distcrown/graph/bound_graph.hpp"
 #include "distcrown/methods/options.hpp"
+#include "distcrown/methods/pass_context.hpp"
 #include "domain.hpp"
 #include "relu_layout.hpp"
 
@@ -35,10 +36,11 @@ struct Bounded {
 class DomainBounder {
  public:
   /// `box` [1, *input_shape] on the graph's device; `share`: the group's ranks that split each
-  /// batch (spec-parallel), null when none.
+  /// batch (spec-parallel), null when none. The passes stop at `checkpoint`, and the
+  /// optimisation of a batch at its deadline.
   DomainBounder(const BoundGraph& g, const ReluLayout& layout, const Objective& objective,
-                const BabOptions& options, const BoundOptions& bound_options,
-                const Deadline& deadline, InputBox box, collective::CommPtr share);
+                const BabOptions& options, const BoundOptions& bound_options, Checkpoint checkpoint,
+                InputBox box, collective::CommPtr share);
 
   /// Bounds `ds` and writes each domain's value (floored at its parent's when `optimise`; FSB's
   /// trial values stay unfloored, they rank candidate splits against each other), α, β, scores
@@ -70,7 +72,7 @@ class DomainBounder {
   const Objective& obj_;
   const BabOptions& o_;
   BoundOptions bo_;
-  const Deadline& deadline_;
+  PassContext passes_;
   InputBox box_;
   collective::CommPtr share_;
   std::optional<Domain> spare_;

@@ -7,13 +7,15 @@
 #include <ATen/ATen.h>
 
 #include "bab/branching.hpp"
+#include "distcrown/util/error.hpp"
 #include "relu_domain.hpp"
 
 namespace distcrown::bab::detail {
 namespace {
 
-// The flat index over every ReLU's neurons (the scores' N_all) as a ReLU split at 0, for domains
-// shaped like `shapes`.
+// The flat index over every split node's neurons (the scores' N_all) as a split of `parent`
+// (its below side): a ReLU's at 0, a general node's at the midpoint of the element's interval,
+// for domains shaped like `shapes`.
 class NeuronIndex {
  public:
   NeuronIndex(const Domain& shapes, const ReluLayout& layout) : layout_(layout) {
@@ -22,10 +24,18 @@ class NeuronIndex {
       offsets_.push_back(offsets_.back() + shapes.lower[r].numel());
     }
   }
-  [[nodiscard]] Split split(int64_t flat, bool active) const {
+  [[nodiscard]] Split split(int64_t flat, const Domain& parent) const {
     size_t r = 0;
     while (flat >= offsets_[r + 1]) ++r;
-    return relu_split(layout_.relu(r), flat - offsets_[r], active);
+    const int64_t j = flat - offsets_[r];
+    if (!layout_.general(r)) return relu_split(layout_.relu(r), j, false);
+    const at::Tensor& lo = parent.lower[r];
+    const std::optional<double> mid =
+        split_midpoint(lo.view({-1})[j].item<double>(),
+                       parent.upper[r].view({-1})[j].item<double>(), lo.scalar_type());
+    // A domain is split only on a neuron that scored (general_scores: midpoint inside).
+    if (!mid) throw Error("internal: a general split without a point inside");
+    return Split{layout_.relu(r), j, *mid, Split::Side::kBelow};
   }
 
  private:
@@ -46,7 +56,7 @@ std::vector<Split> choose_splits(const std::vector<Domain>& parents, int64_t bat
     const at::Tensor& s = parents[p].score;  // [2, N_all]
     cands[p] = fsb ? fsb_candidates(s, options.fsb_candidates)
                    : std::vector<int64_t>{std::max<int64_t>(babsr_choice(s), 0)};
-    picks.push_back(index.split(cands[p].empty() ? 0 : cands[p].front(), false));
+    picks.push_back(index.split(cands[p].empty() ? 0 : cands[p].front(), parents[p]));
   }
   if (!fsb) return picks;
   // FSB: bound both children of every candidate once (no optimisation) and keep, per parent, the
@@ -56,8 +66,11 @@ std::vector<Split> choose_splits(const std::vector<Domain>& parents, int64_t bat
   for (size_t p = 0; p < parents.size(); ++p) {
     if (cands[p].size() <= 1) continue;
     for (int64_t flat : cands[p]) {
-      trial.push_back(child(parents[p], layout, index.split(flat, false), -1));  // never queued
-      trial.push_back(child(parents[p], layout, index.split(flat, true), -1));
+      Split below = index.split(flat, parents[p]);
+      Split above = below;
+      above.side = Split::Side::kAbove;
+      trial.push_back(child(parents[p], layout, below, -1));  // never queued
+      trial.push_back(child(parents[p], layout, above, -1));
       owner.emplace_back(p, flat);
     }
   }
@@ -87,7 +100,7 @@ std::vector<Split> choose_splits(const std::vector<Domain>& parents, int64_t bat
     const size_t p = owner[t].first;
     if (reduced > best[p]) {
       best[p] = reduced;
-      picks[p] = index.split(owner[t].second, false);
+      picks[p] = index.split(owner[t].second, parents[p]);
     }
   }
   return picks;

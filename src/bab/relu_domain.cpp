@@ -19,10 +19,16 @@ Domain make_root(const BoundGraph& g, const ReluLayout& layout, int64_t K,
     std::vector<int64_t> shape{K};
     shape.insert(shape.end(), b.lower.sizes().begin(), b.lower.sizes().end());
     const auto it = output_alpha.find(layout.relu(r));
-    d.alpha.push_back(
-        it != output_alpha.end()
-            ? layout.whole(it->second, r)
-            : g.node(layout.relu(r)).op->initial_relaxation_params(b).expand(shape).clone());
+    // A general node keeps CROWN's relaxation in the passes (the hook gives it no α): zeros
+    // stand in for its α so that every split node's tensors batch alike.
+    if (layout.general(r)) {
+      d.alpha.push_back(at::zeros(shape, b.lower.options()));
+    } else {
+      d.alpha.push_back(
+          it != output_alpha.end()
+              ? layout.whole(it->second, r)
+              : g.node(layout.relu(r)).op->initial_relaxation_params(b).expand(shape).clone());
+    }
     d.beta.push_back(at::zeros(shape, b.lower.options()));
     d.split.push_back(at::zeros_like(b.lower));
   }
@@ -31,9 +37,18 @@ Domain make_root(const BoundGraph& g, const ReluLayout& layout, int64_t K,
 
 Domain child(const Domain& parent, const ReluLayout& layout, const Split& split, int64_t id) {
   const std::optional<size_t> found = layout.index_of(split.node);
-  if (!found || split.point != 0.0) throw Error("internal: a split that is not a ReLU's at 0");
+  if (!found) throw Error("internal: a split on a node that is not split");
   const size_t r = *found;
   const int64_t j = split.element;
+  if (layout.general(r)) {
+    const double l = parent.lower[r].view({-1})[j].item<double>();
+    const double u = parent.upper[r].view({-1})[j].item<double>();
+    if (!(split.point > l && split.point < u)) {
+      throw Error("internal: a general split's point is not strictly inside its interval");
+    }
+  } else if (split.point != 0.0) {
+    throw Error("internal: a ReLU split not at 0");
+  }
   const bool above = split.side == Split::Side::kAbove;
   Domain c = parent;  // shares every tensor with the parent
   c.id = id;
@@ -42,10 +57,12 @@ Domain child(const Domain& parent, const ReluLayout& layout, const Split& split,
   c.upper[r] = parent.upper[r].clone();
   c.split[r] = parent.split[r].clone();
   if (above) {
-    c.lower[r].view({-1})[j] = split.point;  // z >= 0
+    c.lower[r].view({-1})[j] = split.point;  // z >= p
   } else {
-    c.upper[r].view({-1})[j] = split.point;  // z <= 0
+    c.upper[r].view({-1})[j] = split.point;  // z <= p
   }
+  // The marks say which neurons are split (the refreshed bounds start after the first); on a
+  // ReLU they are β's signs as well, a general node's β is not used.
   c.split[r].view({-1})[j] = above ? -1.0 : 1.0;
   c.score = at::Tensor();
   return c;

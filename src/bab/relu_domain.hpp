@@ -25,9 +25,10 @@ Domain make_root(const BoundGraph& g, const ReluLayout& layout, int64_t K,
                  const std::vector<Interval>& bounds,
                  const std::map<int, at::Tensor>& output_alpha);
 
-/// The child of `parent` on one side of `split` (a ReLU of `layout`, at 0), with the parent's
-/// value as its floor. It shares every tensor with its parent but the three it changes: the
-/// split input's bounds (clamped at the point) and split marks (+1 below, -1 above).
+/// The child of `parent` on one side of `split` (a ReLU of `layout` at 0, or a general node at a
+/// point strictly inside the element's interval), with the parent's value as its floor. It
+/// shares every tensor with its parent but the three it changes: the split input's bounds
+/// (clamped at the point) and split marks (+1 below, -1 above).
 Domain child(const Domain& parent, const ReluLayout& layout, const Split& split, int64_t id);
 
 /// (*field)[r] of every domain, concatenated along `dim`.

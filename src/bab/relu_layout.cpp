@@ -26,25 +26,41 @@ at::Tensor constant_term(const BoundGraph& g, int node) {
 }  // namespace
 
 ReluLayout::ReluLayout(const BoundGraph& g) : g_(g) {
+  // A node split anywhere whose input also feeds a ReLU is not split itself: the input's bounds
+  // are the ReLU's entry (split at 0), and a second entry would keep them twice.
+  std::vector<int> relu_inputs;
   for (int i = 1; i < g.size(); ++i) {
-    // Splittable nodes (ReLU) carry the split constraints (β) and their α through
-    // backward_relaxed(): both capabilities are needed.
+    if (g.node(i).op && g.node(i).op->traits().splittable)
+      relu_inputs.push_back(g.node(i).inputs.at(0));
+  }
+  const auto listed = [](const std::vector<int>& v, int p) {
+    return std::find(v.begin(), v.end(), p) != v.end();
+  };
+  for (int i = 1; i < g.size(); ++i) {
     const OpTraits t = g.node(i).op ? g.node(i).op->traits() : OpTraits{};
-    if (t.splittable && t.relaxation_params) {
+    const int in = g.node(i).inputs.empty() ? -1 : g.node(i).inputs.front();
+    // ReLUs carry the split constraints (β) and their α through backward_relaxed(): both
+    // capabilities are needed. A general node needs one elementwise input.
+    const bool relu = t.splittable && t.relaxation_params;
+    const bool general = !relu && t.splits_anywhere && t.elementwise &&
+                         g.node(i).inputs.size() == 1 && !listed(relu_inputs, in) &&
+                         !listed(pre_, in);
+    if (relu || general) {
       index_[i] = relus_.size();
+      if (relu) relu_index_[i] = relus_.size();
       relus_.push_back(i);
-      pre_.push_back(g.node(i).inputs.at(0));
-      const GraphNode& in = g.node(pre_.back());
-      const OutputShard* s = in.op ? in.op->output_shard() : nullptr;
+      general_.push_back(general);
+      pre_.push_back(in);
+      const GraphNode& node = g.node(in);
+      const OutputShard* s = node.op ? node.op->output_shard() : nullptr;
       shards_.push_back(s != nullptr ? std::optional<OutputShard>(*s) : std::nullopt);
-      bias_.push_back(constant_term(g, pre_.back()));
+      bias_.push_back(constant_term(g, in));
     } else if (t.needs_input_bounds) {
       for (const int p : g.node(i).inputs) other_pre_.push_back(p);
     }
   }
-  // A node that feeds a ReLU as well keeps the domain's own (split) bounds.
-  std::erase_if(other_pre_,
-                [&](int p) { return std::find(pre_.begin(), pre_.end(), p) != pre_.end(); });
+  // A node that feeds a split node as well keeps the domain's own (split) bounds.
+  std::erase_if(other_pre_, [&](int p) { return listed(pre_, p); });
 }
 
 std::optional<size_t> ReluLayout::index_of(int node) const {

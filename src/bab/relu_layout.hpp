@@ -1,9 +1,12 @@
 #pragma once
-// The nodes a ReLU-splitting branch and bound splits, and two views of their neurons: the
+// The nodes a branch and bound on activations splits — ReLUs (at 0) and the nodes whose input
+// splits at any point (OpTraits::splits_anywhere: Sigmoid, Tanh, GELU, ...) — and two views of
+// their neurons: the
 // bounding passes' (this rank's slice of a tensor-parallel layer's features, [..., width]) and
 // the domains' (every neuron, [..., global]: the same on every rank, so that the queue, the
 // branching and the exchange between groups are one process's). Without tensor parallelism the
 // two are the same tensors.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -23,17 +26,25 @@ class ReluLayout {
   /// gathers the weights.
   explicit ReluLayout(const BoundGraph& g);
 
-  /// R: the splittable nodes (ReLU), r = 0..R-1 in graph order.
+  /// R: the split nodes (ReLUs and general ones), r = 0..R-1 in graph order.
   [[nodiscard]] size_t size() const { return relus_.size(); }
   [[nodiscard]] bool empty() const { return relus_.empty(); }
   [[nodiscard]] int relu(size_t r) const { return relus_[r]; }
+  /// Whether split node r is a general one (split at any point of its input, no β) rather than
+  /// a ReLU (split at 0, with β).
+  [[nodiscard]] bool general(size_t r) const { return general_[r]; }
+  /// Whether any split node is a general one.
+  [[nodiscard]] bool any_general() const {
+    return std::find(general_.begin(), general_.end(), true) != general_.end();
+  }
   /// The node feeding ReLU r, whose bounds a domain keeps and splits.
   [[nodiscard]] int pre(size_t r) const { return pre_[r]; }
   [[nodiscard]] const std::vector<int>& pre_nodes() const { return pre_; }
   /// Inputs of relaxed nodes that are not split (MaxPool, Sigmoid), none of them a ReLU's.
   [[nodiscard]] const std::vector<int>& other_pre() const { return other_pre_; }
-  /// ReLU node -> r.
+  /// Split node -> r, every split node / the ReLUs only (those with α and β).
   [[nodiscard]] const std::map<int, size_t>& index() const { return index_; }
+  [[nodiscard]] const std::map<int, size_t>& relu_index() const { return relu_index_; }
   [[nodiscard]] std::optional<size_t> index_of(int node) const;
   /// BaBSR's bias term of ReLU r's input node: an affine node's output on zero inputs (a
   /// Linear's or Conv's bias, BatchNorm's shift), zeros for any other node; [1, N local].
@@ -50,7 +61,8 @@ class ReluLayout {
  private:
   const BoundGraph& g_;
   std::vector<int> relus_, pre_, other_pre_;
-  std::map<int, size_t> index_;
+  std::vector<bool> general_;
+  std::map<int, size_t> index_, relu_index_;
   std::vector<std::optional<OutputShard>> shards_;  // per ReLU: its input's slice under TP
   std::vector<at::Tensor> bias_;
 };

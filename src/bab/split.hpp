@@ -1,9 +1,9 @@
 #pragma once
 // One branching decision of branch and bound, as data: which node's input, which element of it,
 // at which point, which side. A ReLU is split at 0: its inactive side is kBelow (z <= 0), its
-// active side kAbove (z >= 0). The data leaves room for splitting other nonlinearities (Sigmoid,
-// Tanh, GELU, products, Softmax inputs) at any point; today's ReLU branch and bound accepts the
-// nodes it can split (OpTraits::splittable with relaxation parameters) at 0 only.
+// active side kAbove (z >= 0). A node with OpTraits::splits_anywhere (Sigmoid, Tanh, GELU, ...)
+// is split at a point strictly inside its element's interval (relu_layout.hpp's general nodes);
+// products and Softmax pieces are not split yet.
 #include <cstdint>
 
 namespace distcrown::bab {

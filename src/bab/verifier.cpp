@@ -61,7 +61,6 @@ CaseRoot bound_case_root(const BoundGraph& g, const io::VnnlibCase& c,
   AlphaOptions ao;
   ao.iterations = options.bab.root_iterations;
   ao.lr = options.bab.root_lr;
-  ao.deadline = deadline;
   // Disjunct d (its rows [row, row + k) of the bounds [1, K]) is proved when one of its rows
   // is: its constraints cannot all hold.
   const auto proves = [&](const at::Tensor& lb, size_t d, int64_t row) {
@@ -83,9 +82,11 @@ CaseRoot bound_case_root(const BoundGraph& g, const io::VnnlibCase& c,
     return true;
   };
   ao.bound = options.bab.bound;
-  ao.bound.checkpoint = Checkpoint{deadline, &progress};
   ao.sides = BoundSides::kLower;
-  const AlphaResult a = alpha_crown(ao, g, box, at::cat(C, 0));
+  PassContext context;
+  context.checkpoint = Checkpoint{deadline, &progress};
+  context.optimise_until = deadline;
+  const AlphaResult a = alpha_crown(ao, context, g, box, at::cat(C, 0));
   root.crown_proved = a.iterations_run == 0;
   const at::Tensor& lb = a.bounds.lower;
   require_finite({lb, at::Tensor()});  // an answer must never rest on NaN bounds
@@ -189,12 +190,10 @@ VerifyResult decide(const BoundGraph& g, const io::VnnlibProperty& property,
   for (const auto& c : property.cases) objectives.push_back(objectives_of(c, n_out, g.dtype()));
 
   // 1. Attack every box.
-  AttackOptions attack = options.bab.attack;
-  attack.deadline = deadline;
-  attack.heartbeat = &progress;
   progress.start("attack");
   for (size_t i = 0; i < property.cases.size(); ++i) {
-    if (auto cex = pgd_attack(g, property.cases[i], objectives[i], attack)) {
+    if (auto cex = pgd_attack(options.bab.attack, Checkpoint{deadline, &progress}, g,
+                              property.cases[i], objectives[i])) {
       r.counterexample = cex;
       return decision.finish(Verdict::kSat, "PGD attack");
     }
@@ -202,9 +201,7 @@ VerifyResult decide(const BoundGraph& g, const io::VnnlibProperty& property,
   }
   // Each group bounds its own share of a round: its passes and attacks agree on the group's
   // deadline, the rounds over the world.
-  BabOptions bab = options.bab;
-  bab.attack.deadline = group.deadline;
-  bab.attack.heartbeat = &progress;
+  const BabOptions& bab = options.bab;
   const bool input_split = splits_inputs(options, g);
   std::optional<std::pair<Verdict, std::string>> unknown;
   int64_t rounds = 0;
@@ -293,8 +290,9 @@ VerifyResult verify(const VerifyOptions& options, const RunContext& context, con
   Progress own_progress(options.bab.progress && world.world_rank() == 0, deadline, g.device());
   Progress& progress = context.progress != nullptr ? *context.progress : own_progress;
   // Each group's branch and bound: its passes agree on the group's deadline.
-  RunContext group{context.deadline.agreed_by(collective::expiry_agreement(world.group)), &progress,
-                   world};
+  RunContext group = context;
+  group.deadline = context.deadline.agreed_by(collective::expiry_agreement(world.group));
+  group.progress = &progress;
   VerifyResult r;
   Decision decision{r, [&](Verdict v, std::string detail) {
                       // An answer decided after the deadline is a timeout (VNN-COMP counts late

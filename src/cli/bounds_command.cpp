@@ -160,14 +160,15 @@ int run_bounds(const RunOptions& a) {
   const auto t0 = std::chrono::steady_clock::now();
   Interval b;
   try {
-    AlphaOptions alpha = a.alpha;
+    PassContext context;
+    if (a.spec_parallel) context.spec_comm = comm;
     // α-CROWN stops optimising at the deadline (the check below then reports it); across ranks
     // at the same iteration, agreed, so that no rank leaves the collectives of the next one.
     if (method == Method::kAlphaCrown) {
-      alpha.deadline = deadline.agreed_by(collective::expiry_agreement(comm));
+      context.optimise_until = deadline.agreed_by(collective::expiry_agreement(comm));
     }
     const MethodBounds r =
-        compute_bounds(graph, box, method, alpha, options, {}, a.spec_parallel ? comm : nullptr);
+        compute_bounds(graph, box, method, a.alpha.with_bound(options), {}, context);
     b = r.bounds;
     mine.alpha = r.alpha_bytes;
   } catch (const std::exception& e) {

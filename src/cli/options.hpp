@@ -101,7 +101,7 @@ struct RunOptions {
   sharding::ShardPlan shard = sharding::ShardPlan::kNone;
   bool spec_parallel = false;
   int domain_groups = 1;  // verify: BabWorld::groups
-  /// verify: BabOptions::memory_limit_bytes in MB (10^6 bytes); 0 = the library's default.
+  /// verify: bab::RunContext::memory_limit_bytes in MB (10^6 bytes); 0 = the library's default.
   int64_t memory_limit_mb = 0;
   /// Intra-op (OpenMP) threads. Branch and bound runs many small operations; on a 2-core VM
   /// rounds measured 4-200x slower with 2 threads than 1, hence 1 for both commands.

@@ -328,11 +328,9 @@ int run_verify(const RunOptions& a) {
   o.bab.progress = !a.quiet && speaker;
   // --memory-limit: resolved here (the default from this rank's available memory, host or
   // GPU) so that the report gives the limit kept to.
-  if (a.memory_limit_mb > 0) {
-    o.bab.memory_limit_bytes = a.memory_limit_mb * 1000000;
-  } else {
-    o.bab.memory_limit_bytes = bab::default_memory_limit_bytes(a.device == Device::kCuda);
-  }
+  context.memory_limit_bytes = a.memory_limit_mb > 0
+                                   ? a.memory_limit_mb * 1000000
+                                   : bab::default_memory_limit_bytes(a.device == Device::kCuda);
   o.bab.bound.crown_batch_size = a.bound.crown_batch_size;
   o.bab.bound.conv_mode = a.bound.conv_mode;
   // --shard tp keeps the IBP bounds of tensor-parallel neurons (the reference work's scheme).
@@ -359,7 +357,7 @@ int run_verify(const RunOptions& a) {
     std::fprintf(stderr, "distcrown: error: rank %d: %s\n", world->rank(), e.what());
     collective::abort_all_ranks(1);
   }
-  nlohmann::json facts = run_facts(a, *world, *context.world.group, r, o.bab.memory_limit_bytes,
+  nlohmann::json facts = run_facts(a, *world, *context.world.group, r, context.memory_limit_bytes,
                                    param_bytes);  // collective
   facts["split"] = inputs_split ? "input" : "relu";
   facts["intermediate"] = std::string(enum_name(o.bab.bound.scheme));

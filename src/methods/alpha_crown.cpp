@@ -267,8 +267,9 @@ int64_t AlphaSlopes::bytes() const {
   return b;
 }
 
-AlphaResult alpha_crown(const AlphaOptions& alpha, const BoundGraph& g, const InputBox& box,
-                        const at::Tensor& C, const collective::CommPtr& spec_comm) {
+AlphaResult alpha_crown(const AlphaOptions& alpha, const PassContext& context, const BoundGraph& g,
+                        const InputBox& box, const at::Tensor& C) {
+  const collective::CommPtr& spec_comm = context.spec_comm;
   const BoundOptions& options = alpha.bound;
   const bool lower = alpha.sides != BoundSides::kUpper;
   const bool upper = alpha.sides != BoundSides::kLower;
@@ -284,7 +285,7 @@ AlphaResult alpha_crown(const AlphaOptions& alpha, const BoundGraph& g, const In
   c10::AutoGradMode grad_on(true);
   AlphaResult result;
   result.intermediate.resize(size_t(g.size()));
-  const auto out_of_time = [&] { return alpha.deadline.expired(); };
+  const auto out_of_time = [&] { return context.optimise_until.expired(); };
   // The reference of the sparse intermediate scheme (auto_LiRPA's aux_reference_bounds, which is
   // its best_intermediate_bounds): decides which neurons get CROWN rows and gives the others their
   // bounds. Shared by the two sides: the lower side's first iteration starts from the upper
@@ -295,7 +296,7 @@ AlphaResult alpha_crown(const AlphaOptions& alpha, const BoundGraph& g, const In
   std::vector<std::optional<Interval>> crown_bounds(size_t(g.size()));
   {
     c10::NoGradGuard no_grad;
-    CrownEngine engine(g, box, options, spec_comm);
+    CrownEngine engine(g, box, options, context);
     engine.compute_intermediate_bounds();
     for (int i = 1; i < g.size(); ++i) {
       if (g.is_pre_activation(i)) crown_bounds[size_t(i)] = engine.bounds(i);
@@ -328,8 +329,8 @@ AlphaResult alpha_crown(const AlphaOptions& alpha, const BoundGraph& g, const In
     at::Tensor saved;     // [batch]: summed bound of the iteration the reference was last saved at
     int stale = 0;
     for (int it = 0; it < alpha.iterations; ++it) {
-      options.checkpoint();  // may throw DeadlineReached
-      CrownEngine engine(g, box, options, spec_comm);
+      context.checkpoint();  // may throw DeadlineReached
+      CrownEngine engine(g, box, options, context);
       engine.set_hook(&slopes);
       for (int i = 1; i < g.size(); ++i) {
         if (reference[size_t(i)] && g.is_pre_activation(i)) {

@@ -18,17 +18,17 @@ void require_finite(const Interval& b) {
 }
 
 MethodBounds compute_bounds(const BoundGraph& g, const InputBox& box, Method method,
-                            const AlphaOptions& alpha, const BoundOptions& options,
-                            const at::Tensor& C, collective::CommPtr spec_comm) {
+                            const AlphaOptions& alpha, const at::Tensor& C,
+                            const PassContext& context) {
   MethodBounds out;
   if (method == Method::kIbp) {
     out.bounds = ibp_bounds(g, box, C);
   } else if (method == Method::kAlphaCrown) {
-    const AlphaResult r = alpha_crown(alpha.with_bound(options), g, box, C, spec_comm);
+    const AlphaResult r = alpha_crown(alpha, context, g, box, C);
     out.bounds = r.bounds;
     out.alpha_bytes = r.alpha_bytes;
   } else {
-    CrownEngine engine(g, box, options, std::move(spec_comm));
+    CrownEngine engine(g, box, alpha.bound, context);
     engine.compute_intermediate_bounds();
     out.bounds = engine.output_bounds(C);
   }
@@ -38,8 +38,8 @@ MethodBounds compute_bounds(const BoundGraph& g, const InputBox& box, Method met
 
 Interval compute_bounds(const BoundGraph& g, const InputBox& box, Method method,
                         const BoundOptions& options, const at::Tensor& C,
-                        collective::CommPtr spec_comm) {
-  return compute_bounds(g, box, method, AlphaOptions{}, options, C, std::move(spec_comm)).bounds;
+                        const PassContext& context) {
+  return compute_bounds(g, box, method, AlphaOptions{}.with_bound(options), C, context).bounds;
 }
 
 }  // namespace distcrown

@@ -53,11 +53,12 @@ at::Tensor one_hot_element_rows(const at::Tensor& rows, const std::vector<int64_
 }  // namespace
 
 CrownEngine::CrownEngine(const BoundGraph& g, InputBox box, BoundOptions options,
-                         collective::CommPtr spec_comm)
+                         PassContext context)
     : g_(g),
       box_(std::move(box)),
-      opt_(std::move(options)),
-      spec_comm_(std::move(spec_comm)),
+      opt_(options),
+      checkpoint_(std::move(context.checkpoint)),
+      spec_comm_(std::move(context.spec_comm)),
       bounds_(size_t(g.size())),
       reference_(size_t(g.size())) {
   if (opt_.crown_batch_size < 0) throw InvalidArgument("crown batch size must be >= 0");
@@ -76,7 +77,7 @@ void CrownEngine::compute_intermediate_bounds() {
   for (int i = 1; i < g_.size(); ++i) {
     if (i == g_.output()) continue;    // bounded by output_bounds() with the spec
     if (bounds_[size_t(i)]) continue;  // given by set_bounds()
-    opt_.checkpoint();                 // may throw DeadlineReached
+    checkpoint_();                     // may throw DeadlineReached
     args.clear();
     for (int p : g_.node(i).inputs) args.push_back(&*bounds_[size_t(p)]);
     // The reference: given bounds, else one IBP step from the bounds so far (auto_LiRPA uses
@@ -317,7 +318,7 @@ Interval CrownEngine::chunked(int start, const at::Tensor& idx, const RowMaker& 
 void CrownEngine::watch_deadline(const at::Tensor& A) const {
   if (A.defined() && A.requires_grad()) {
     // α/β optimisation's autograd backward retraces this pass: it stops at the deadline too.
-    A.register_hook([check = opt_.checkpoint](const at::Tensor& /*grad*/) { check(); });
+    A.register_hook([check = checkpoint_](const at::Tensor& /*grad*/) { check(); });
   }
 }
 
@@ -356,7 +357,7 @@ Interval CrownEngine::backward_from(int start, BoundA a, const at::Tensor& rows)
   BiasPair bias;
   std::vector<const Interval*> in_bounds;
   walk_backward(
-      g_, start, pending, opt_.checkpoint,
+      g_, start, pending, checkpoint_,
       [&](int i, const GraphNode& node, const BoundA& here) {
         watch_deadline(here.lA);
         step_inputs(node, in_bounds);

@@ -9,9 +9,9 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
+#include "backward_walk.hpp"
 #include "distcrown/methods/crown.hpp"
 #include "distcrown/util/error.hpp"
-#include "backward_walk.hpp"
 #include "row_align.hpp"
 
 namespace distcrown {
@@ -164,10 +164,9 @@ Interval CrownEngine::backward_from_patches(int start, PatchesA a, const at::Ten
       out.patches.reset();
     }
   };
-  walk_backward(g_, start, pending, opt_.checkpoint, step, settle,
-                [&](PendingA& slot, PendingA in, int p) {
-                  merge(slot, std::move(in), g_.node(p).shape);
-                });
+  walk_backward(
+      g_, start, pending, checkpoint_, step, settle,
+      [&](PendingA& slot, PendingA in, int p) { merge(slot, std::move(in), g_.node(p).shape); });
   const auto it = pending.find(0);
   if (it == pending.end()) throw Error("internal: backward pass did not reach the input");
   const PendingA& at_input = it->second;

@@ -45,13 +45,13 @@
 
 #include "distcrown/graph/bound_node.hpp"
 #include "elementwise_lines.hpp"
-#include "tangent_entries.hpp"
 #include "graph/op_registry.hpp"
 #include "ops/add_sub.hpp"
 #include "ops/bilinear.hpp"
 #include "ops/mul_div.hpp"
 #include "ops/power.hpp"
 #include "ops/s_shaped.hpp"
+#include "tangent_entries.hpp"
 
 namespace distcrown::ops {
 namespace {
@@ -133,7 +133,10 @@ class BoundGeluFn final : public TangentEntriesNode<BoundGeluFn> {
  public:
   std::string op_type() const override { return "Gelu"; }
   OpTraits traits() const override {
-    return {.elementwise = true, .needs_input_bounds = true, .relaxation_params = true};
+    return {.elementwise = true,
+            .needs_input_bounds = true,
+            .relaxation_params = true,
+            .splits_anywhere = true};
   }
 
   at::Tensor forward(std::span<const at::Tensor> x) const override { return gelu_of(x[0]); }

@@ -20,7 +20,7 @@ class MonotoneElementwise : public BoundNode {
   explicit MonotoneElementwise(Direction direction) : direction_(direction) {}
 
   [[nodiscard]] OpTraits traits() const override {
-    return {.elementwise = true, .needs_input_bounds = true};
+    return {.elementwise = true, .needs_input_bounds = true, .splits_anywhere = true};
   }
   [[nodiscard]] at::Tensor forward(std::span<const at::Tensor> x) const override;
   [[nodiscard]] Interval ibp(std::span<const Interval* const> x) const override;

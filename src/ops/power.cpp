@@ -63,7 +63,10 @@ class BoundPow final : public BoundNode {
   explicit BoundPow(int64_t n) : n_(n), touch_(n % 2 == 1 ? odd_power_touch_ratio(n) : 0.0) {}
   std::string op_type() const override { return "Pow"; }
   OpTraits traits() const override {
-    return {.elementwise = true, .needs_input_bounds = true, .relaxation_params = true};
+    return {.elementwise = true,
+            .needs_input_bounds = true,
+            .relaxation_params = true,
+            .splits_anywhere = true};
   }
 
   at::Tensor forward(std::span<const at::Tensor> x) const override { return f(x[0]); }

@@ -151,7 +151,10 @@ class BoundSShaped final : public MonotoneElementwise {
   }
   at::Tensor apply(const at::Tensor& x) const override { return s_value(s_, x); }
   OpTraits traits() const override {
-    return {.elementwise = true, .needs_input_bounds = true, .relaxation_params = true};
+    return {.elementwise = true,
+            .needs_input_bounds = true,
+            .relaxation_params = true,
+            .splits_anywhere = true};
   }
 
   std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> bounds,

@@ -20,7 +20,10 @@ namespace distcrown::ops {
 class TangentPointElementwise : public MonotoneElementwise {
  public:
   [[nodiscard]] OpTraits traits() const override {
-    return {.elementwise = true, .needs_input_bounds = true, .relaxation_params = true};
+    return {.elementwise = true,
+            .needs_input_bounds = true,
+            .relaxation_params = true,
+            .splits_anywhere = true};
   }
   [[nodiscard]] Interval ibp(std::span<const Interval* const> x) const override;
   [[nodiscard]] std::vector<BoundA> backward(const BoundA& a,

@@ -54,8 +54,8 @@
 
 #include "distcrown/graph/bound_node.hpp"
 #include "elementwise_lines.hpp"
-#include "tangent_entries.hpp"
 #include "graph/op_registry.hpp"
+#include "tangent_entries.hpp"
 
 namespace distcrown::ops {
 namespace {
@@ -111,7 +111,10 @@ class BoundTrig final : public TangentEntriesNode<BoundTrig> {
   explicit BoundTrig(Trig f) : f_(f), phase_(f == Trig::kSin ? 0.0 : kPi / 2) {}
   std::string op_type() const override { return f_ == Trig::kSin ? "Sin" : "Cos"; }
   OpTraits traits() const override {
-    return {.elementwise = true, .needs_input_bounds = true, .relaxation_params = true};
+    return {.elementwise = true,
+            .needs_input_bounds = true,
+            .relaxation_params = true,
+            .splits_anywhere = true};
   }
 
   [[nodiscard]] at::Tensor apply(const at::Tensor& x) const {

@@ -31,24 +31,21 @@ struct AttackOptions {
   int steps = 100;
   double step_fraction = 0.1;  // initial step as a fraction of each input's box width
   uint64_t seed = 0;
-  /// Give up once it has expired (checked between steps).
-  Deadline deadline;
-  /// Beaten every step (verify's progress line: a step of a large network takes seconds).
-  Heartbeat* heartbeat = nullptr;  // not owned; may be null
 };
 
 /// The attack of a ReLU-splitting round (every attack_every rounds): from the worst domains'
 /// candidate points (pgd_attack's `starts`) and a few fresh random points, seeded by `round` so
-/// that every run and every rank of a group draws the same ones, at most 30 steps, until
-/// `deadline`.
-AttackOptions round_attack(const AttackOptions& root, int64_t round, const Deadline& deadline);
+/// that every run and every rank of a group draws the same ones, at most 30 steps.
+AttackOptions round_attack(const AttackOptions& root, int64_t round);
 
 /// PGD over the case's box minimising, for each disjunct, its margin (then the best); the
 /// result has passed check_candidates. `starts` ([M, *input_shape], optional) are extra
-/// starting points (e.g. where bounds are worst).
-std::optional<Counterexample> pgd_attack(const BoundGraph& g, const io::VnnlibCase& c,
+/// starting points (e.g. where bounds are worst). Every step beats `until`'s heartbeat (verify's
+/// progress line: a step of a large network takes seconds); once its deadline has expired the
+/// attack gives up (checked between steps; no DeadlineReached).
+std::optional<Counterexample> pgd_attack(const AttackOptions& options, const Checkpoint& until,
+                                         const BoundGraph& g, const io::VnnlibCase& c,
                                          const std::vector<Objective>& disjuncts,
-                                         const AttackOptions& options = {},
                                          const at::Tensor& starts = at::Tensor());
 
 }  // namespace distcrown::bab

@@ -97,15 +97,7 @@ struct BabOptions {
   /// optimisation when a batch is proved, no adaptive resizing.
   bool deterministic = false;
   int64_t max_rounds = 0;  // 0 = until decided or timeout
-  /// Tensor bytes that ReLU splitting may hold, on the graph's device (the memory accountant's
-  /// live_bytes() on the CPU, the CUDA caching allocator's allocated bytes on a GPU;
-  /// util/memory.hpp): each round's batch is the largest (<= `batch`, at most doubling per
-  /// round) whose cost per domain, measured in the last round, fits under it with what is live;
-  /// when not even one domain fits (or, deterministic, the fixed batch does not), the search
-  /// stops unknown. 0 = default_memory_limit_bytes(graph on CUDA). On the CPU it needs the counting
-  /// allocator installed (an explicit limit is refused otherwise: nothing would enforce it).
-  int64_t memory_limit_bytes = 0;
-  int attack_every = 5;  // rounds between attacks from the worst domains (0 = never)
+  int attack_every = 5;    // rounds between attacks from the worst domains (0 = never)
   /// Spec-parallel ReLU splitting: the ranks of a domain group (world.group) split every batch
   /// of domains between them and bound their shares in the same passes. Each rank keeps the
   /// domains it bounded (its own queue; a round's plan balances the batch over the ranks as over
@@ -216,6 +208,15 @@ struct RunContext {
   Progress* progress = nullptr;
   /// The ranks (null communicators: one process).
   BabWorld world;
+  /// Tensor bytes that ReLU splitting may hold, on the graph's device (the memory accountant's
+  /// live_bytes() on the CPU, the CUDA caching allocator's allocated bytes on a GPU;
+  /// util/memory.hpp): each round's batch is the largest (<= BabOptions::batch, at most doubling
+  /// per round) whose cost per domain, measured in the last round, fits under it with what is
+  /// live; when not even one domain fits (or, deterministic, the fixed batch does not), the
+  /// search stops unknown. 0 = default_memory_limit_bytes(graph on CUDA), read when the branch
+  /// and bound starts. On the CPU it needs the counting allocator installed (an explicit limit is
+  /// refused otherwise: nothing would enforce it).
+  int64_t memory_limit_bytes = 0;
 };
 
 /// What one branch and bound decides: `objective` (one VNNLIB disjunct, or several joined) over

@@ -103,6 +103,11 @@ struct OpTraits {
   /// Branch and bound may split the node's input neurons at zero (x ≤ 0 | x ≥ 0), which makes
   /// the node exact on each side (ReLU). β multipliers enter through backward_relaxed().
   bool splittable = false;
+  /// Branch and bound may split the node's (single, elementwise) input at any point p inside
+  /// its interval (x ≤ p | x ≥ p): the relaxation, rebuilt on each side's narrower interval
+  /// (backward() reads the input bounds it is given), is tighter (Sigmoid, Tanh, Exp, Sin, GELU,
+  /// powers). The side is kept as the input's bounds; no β term yet (bab/split.hpp).
+  bool splits_anywhere = false;
   /// backward_patches() maps an A in patches form (bounds/patches.hpp) on the output to patches
   /// on every input (CROWN's conv_mode patches). Nodes without it get a dense A.
   bool patches = false;

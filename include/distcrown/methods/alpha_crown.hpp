@@ -28,8 +28,8 @@
 #include "distcrown/collective/communicator.hpp"
 #include "distcrown/graph/bound_graph.hpp"
 #include "distcrown/methods/options.hpp"
+#include "distcrown/methods/pass_context.hpp"
 #include "distcrown/methods/relaxation_hook.hpp"
-#include "distcrown/util/deadline.hpp"
 
 namespace distcrown {
 
@@ -37,7 +37,7 @@ namespace distcrown {
 enum class BoundSides { kLower, kUpper, kBoth };
 
 struct AlphaOptions {
-  /// The passes' options (intermediate scheme, chunking, conv mode, checkpoint).
+  /// The passes' options (intermediate scheme, chunking, conv mode).
   BoundOptions bound;
   BoundSides sides = BoundSides::kBoth;
   int iterations = 20;
@@ -49,9 +49,6 @@ struct AlphaOptions {
   /// improve the summed bound); -1: iterations / 2 (auto_LiRPA's start_save_best 0.5). Fixing it
   /// makes a run with fewer iterations follow a prefix of a longer run's path.
   int save_reference_after = -1;
-  /// Stop optimising once it has expired (checked between iterations; the best bounds so far
-  /// are returned). With an agreement (Deadline::agreed_by) every rank stops at the same one.
-  Deadline deadline;
   /// The lower side stops once this returns true for its bounds so far ([batch, spec]): the
   /// caller's goal is met (auto_LiRPA's stop_criterion_func; verify: every disjunct proved).
   /// CROWN's bounds are tried first: when they meet it, no α is optimised (iterations_run 0).
@@ -108,7 +105,7 @@ class AlphaSlopes final : public RelaxationHook {
   void initialise_from(std::vector<std::optional<Interval>> bounds,
                        std::optional<BoundOptions> options = std::nullopt) {
     init_ = std::move(bounds);
-    sparse_ = std::move(options);
+    sparse_ = options;
   }
 
   /// Leaf tensors, in a fixed order.
@@ -178,12 +175,14 @@ struct AlphaResult {
   int64_t alpha_bytes = 0;
 };
 
-/// α-CROWN bounds of C·output (C [spec, n_out], undefined = identity). With `spec_comm`
-/// (spec-parallel bounding, CrownEngine) every pass's rows are split over its ranks, each rank
-/// holds and optimises the α of its own rows, and every rank returns all bounds; gradients
-/// follow the `partial` convention of collective/autograd.hpp (each rank differentiates 1/P of
-/// the loss). Tensor-parallel graphs need no communicator here (their nodes carry it).
-AlphaResult alpha_crown(const AlphaOptions& alpha, const BoundGraph& g, const InputBox& box,
-                        const at::Tensor& C = {}, const collective::CommPtr& spec_comm = nullptr);
+/// α-CROWN bounds of C·output (C [spec, n_out], undefined = identity) over `box`. It stops
+/// optimising at context.optimise_until (the best bounds so far are returned) and its passes at
+/// context.checkpoint (DeadlineReached). With context.spec_comm (spec-parallel bounding,
+/// CrownEngine) every pass's rows are split over its ranks, each rank holds and optimises the α
+/// of its own rows, and every rank returns all bounds; gradients follow the `partial` convention
+/// of collective/autograd.hpp (each rank differentiates 1/P of the loss). Tensor-parallel graphs
+/// need no communicator here (their nodes carry it).
+AlphaResult alpha_crown(const AlphaOptions& alpha, const PassContext& context, const BoundGraph& g,
+                        const InputBox& box, const at::Tensor& C = {});
 
 }  // namespace distcrown

@@ -6,6 +6,7 @@
 #include "distcrown/graph/bound_graph.hpp"
 #include "distcrown/methods/alpha_crown.hpp"
 #include "distcrown/methods/options.hpp"
+#include "distcrown/methods/pass_context.hpp"
 
 namespace distcrown {
 
@@ -16,16 +17,16 @@ struct MethodBounds {
 };
 
 /// IBP, CROWN or α-CROWN (with `alpha`'s options) bounds of C·output (see CrownEngine), both
-/// sides; with `spec_comm` (spec-parallel: CROWN's and α-CROWN's rows split over its ranks).
-/// Throws NumericError when a bound is not finite.
+/// sides, the passes' options alpha.bound; the passes run in `context` (its spec_comm splits
+/// CROWN's and α-CROWN's rows over its ranks). Throws NumericError when a bound is not finite.
 MethodBounds compute_bounds(const BoundGraph& g, const InputBox& box, Method method,
-                            const AlphaOptions& alpha, const BoundOptions& options = {},
-                            const at::Tensor& C = {}, collective::CommPtr spec_comm = nullptr);
+                            const AlphaOptions& alpha, const at::Tensor& C = {},
+                            const PassContext& context = {});
 
-/// The same with α-CROWN's default options; lower/upper [batch, spec].
+/// The same with α-CROWN's default options and the passes' `options`; lower/upper [batch, spec].
 Interval compute_bounds(const BoundGraph& g, const InputBox& box, Method method,
                         const BoundOptions& options = {}, const at::Tensor& C = {},
-                        collective::CommPtr spec_comm = nullptr);
+                        const PassContext& context = {});
 
 /// Throws NumericError unless every defined bound in `b` is finite (NaN or ±inf bounds come from
 /// an overflow of the dtype, never from a finite network over a finite box).

@@ -12,6 +12,7 @@
 #include "distcrown/collective/communicator.hpp"
 #include "distcrown/graph/bound_graph.hpp"
 #include "distcrown/methods/options.hpp"
+#include "distcrown/methods/pass_context.hpp"
 #include "distcrown/methods/relaxation_hook.hpp"
 
 namespace distcrown {
@@ -26,12 +27,12 @@ class CrownEngine {
  public:
   /// Tensor-parallel graphs (sharding/partitioner.hpp) need every rank to run the same passes;
   /// their pre-activation neurons inside zones are bounded as options.sharded_intermediate says.
-  /// With `spec_comm` (spec-parallel bounding), the rows of every backward pass (output specs and
-  /// intermediate neurons) are split across its ranks; each rank propagates only its rows and the
-  /// bound slices are AllGathered, so every rank ends with all bounds. All ranks must call the
-  /// same methods in the same order.
-  CrownEngine(const BoundGraph& g, InputBox box, BoundOptions options,
-              collective::CommPtr spec_comm = nullptr);
+  /// With context.spec_comm (spec-parallel bounding), the rows of every backward pass (output
+  /// specs and intermediate neurons) are split across its ranks; each rank propagates only its
+  /// rows and the bound slices are AllGathered, so every rank ends with all bounds. All ranks must
+  /// call the same methods in the same order. context.checkpoint runs between the nodes of every
+  /// pass (its optimise_until is α-CROWN's, not read here).
+  CrownEngine(const BoundGraph& g, InputBox box, BoundOptions options, PassContext context = {});
 
   /// Every backward pass asks `hook` (not owned; may be null) for optimisable relaxation
   /// parameters (α-/β-CROWN). Passes with a hook keep autograd history when grad mode is on.
@@ -134,6 +135,7 @@ class CrownEngine {
   const BoundGraph& g_;
   InputBox box_;
   BoundOptions opt_;
+  Checkpoint checkpoint_;
   collective::CommPtr spec_comm_;
   std::vector<std::optional<Interval>> bounds_;
   std::vector<std::optional<Interval>> reference_;

@@ -5,8 +5,6 @@
 #include <string_view>
 #include <utility>
 
-#include "distcrown/util/deadline.hpp"
-
 namespace distcrown {
 
 enum class Method { kIbp, kCrown, kAlphaCrown };
@@ -116,9 +114,6 @@ struct BoundOptions {
   /// auto_LiRPA's default (about half the time of dense A on the fixture CNNs, bounds equal to
   /// rounding; docs/results.md "Patches mode").
   ConvMode conv_mode = ConvMode::kPatches;
-  /// Called between the nodes of every CROWN pass (intermediate bounds and backward steps) and
-  /// between α-CROWN iterations: past its deadline it throws DeadlineReached (default: none).
-  Checkpoint checkpoint;
 };
 
 /// The refusal of spec-parallel bounding (bounds' rows, branch and bound's domains split over
