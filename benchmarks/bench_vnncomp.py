@@ -6,6 +6,11 @@ expected column, and total time. One process per instance, one at a time (timing
   python3 benchmarks/bench_vnncomp.py --benchmark acasxu
   python3 benchmarks/bench_vnncomp.py --benchmark mnist_fc --model mnist_256x2 --timeout-cap 60
   python3 benchmarks/bench_vnncomp.py --benchmark mnist_fc --ranks 2 -- --domain-groups 2
+  python3 benchmarks/bench_vnncomp.py --instances DIR/instances.csv --timeout-cap 30
+
+--instances reads another list of the same columns (benchmark, model, spec, timeout_s, expected;
+paths relative to the list's folder): benchmark families fetched outside the project (an
+expected 'unknown' when no ground truth is known).
 
 A wrong answer is sat where alpha-beta-CROWN proved unsat, or unsat where it found a
 counterexample (our sat answers carry a checked counterexample; 'timeout' in the expected column
@@ -28,13 +33,18 @@ def main():
     ap.add_argument("--benchmark", action="append", help="benchmark name(s) (default: all)")
     ap.add_argument("--model", action="append", help="only models whose file name contains this")
     ap.add_argument("--timeout-cap", type=float, default=0, help="cap every timeout at this many s")
+    ap.add_argument("--instances", help="a list of instances instead of the fixtures' (see above)")
     ap.add_argument("--csv", help="write per-instance rows here")
     ap.add_argument("--ranks", type=int, default=1, help="run each instance under mpirun -np N")
     ap.add_argument("extra", nargs="*", help="extra arguments for verify (after --)")
     a = ap.parse_args()
     expected = os.path.join(a.fixtures, "expected", "vnncomp_results.csv")
+    base = a.fixtures
+    if a.instances:
+        expected = a.instances
+        base = os.path.dirname(os.path.abspath(a.instances))
     if not os.path.exists(expected):
-        print(f"fixtures not found at {a.fixtures}", file=sys.stderr)
+        print(f"instances not found at {expected}", file=sys.stderr)
         return 2
     with open(expected) as f:
         rows = list(csv.DictReader(f))
@@ -47,8 +57,8 @@ def main():
         timeout = float(r["timeout_s"])
         if a.timeout_cap > 0:
             timeout = min(timeout, a.timeout_cap)
-        cmd = [a.binary, "verify", "--model", os.path.join(a.fixtures, r["model"]), "--vnnlib",
-               os.path.join(a.fixtures, r["spec"]), "--timeout", str(timeout), "--quiet"] + a.extra
+        cmd = [a.binary, "verify", "--model", os.path.join(base, r["model"]), "--vnnlib",
+               os.path.join(base, r["spec"]), "--timeout", str(timeout), "--quiet"] + a.extra
         env = None
         if a.ranks > 1:
             cmd = ["mpirun", "--oversubscribe", "-np", str(a.ranks)] + cmd

@@ -1,6 +1,7 @@
 // Branch and bound through general nonlinearities (OpTraits::splits_anywhere): which nodes the
 // layout splits, the children of a split at a point inside an element's interval (sound by
-// sampling, in float32 and float64), and rounds on a network without a ReLU.
+// sampling, in float32 and float64), and a Tanh network's property that α-CROWN leaves open,
+// proved by splitting Tanh inputs.
 #include "bab/branching.hpp"
 #include "bab/relu_layout.hpp"
 #include "bab_testing.hpp"
@@ -102,10 +103,10 @@ TEST(GeneralBab, ChildrenOfAPointSplitAreSoundBySampling) {
 }
 
 // A property between α-CROWN's bound and the sampled minimum of a Tanh network (no ReLU): ReLU
-// splitting alone had nothing to split and stopped at the root; splitting Tanh inputs runs
-// rounds, never falsifies the true property, and the bound its rounds prove lies at or below the
-// sampled minimum. Without β on general splits (bab/split.hpp) the rounds do not yet prove it.
-TEST(GeneralBab, RunsRoundsOnATanhNetwork) {
+// splitting alone had nothing to split and stopped at the root, unknown; splitting Tanh inputs
+// at points, with β on each split constraint, proves it (37 rounds, 8,305 domains when written;
+// without the β term the worst bound stayed at -0.004 after 200 rounds).
+TEST(GeneralBab, ProvesATanhPropertyAlphaCrownLeavesOpen) {
   const std::vector<Layer> layers = random_layers({5, 20, 20, 1}, 12);
   const BoundGraph g = tanh_net(layers, at::kFloat, false);
   at::Generator gen = at::detail::createCPUGenerator(12);
@@ -120,17 +121,12 @@ TEST(GeneralBab, RunsRoundsOnATanhNetwork) {
   const auto objs = objectives(p.cases[0], 1);
   bab::BabOptions o;
   o.deterministic = true;
-  o.max_rounds = 20;
+  o.max_rounds = 200;
   const bab::BabResult r =
       bab::relu_bab(o, context_of(bab::Deadline(0)), g, {p.cases[0], objs[0], objs});
-  EXPECT_NE(status(r), "falsified") << "the property holds below the sampled minimum";
-  EXPECT_GE(r.rounds, 1) << status(r) << ": " << r.reason;
-  EXPECT_GT(r.domains_bounded, 1);
-  if (status(r) == "unknown") {
-    const double proved = rhs + r.worst_value;
-    EXPECT_LE(proved, minimum + kTol * std::max(1.0, std::abs(minimum)))
-        << "bound " << fmt(proved) << " above the sampled minimum " << fmt(minimum);
-  }
+  EXPECT_EQ(status(r), "proved") << r.reason << " after " << r.rounds << " rounds, "
+                                 << r.domains_bounded << " domains, worst " << r.worst_value;
+  EXPECT_GT(r.rounds, 0);
 }
 
 }  // namespace

@@ -26,12 +26,27 @@ class SplitHook final : public RelaxationHook {
       : relu_A(layout.size()),
         output_(output),
         relu_index_(layout.relu_index()),
-        split_index_(layout.index()) {}
+        split_index_(layout.index()),
+        layout_(layout) {}
+
+  // General split nodes: their β term is added by the engine (RelaxParams::split_point).
+  [[nodiscard]] bool splits_at_points(int node) const override {
+    const auto it = split_index_.find(node);
+    return it != split_index_.end() && layout_.general(it->second);
+  }
 
   RelaxParams params(int start, int node, const at::Tensor& rows,
                      std::span<const Interval* const> /*in*/) override {
     if (start != output_) throw Error("internal: BaB pass from an intermediate node");
-    // Nodes that are not split (an S-shaped activation) keep CROWN's relaxation in BaB passes.
+    // General split nodes keep CROWN's relaxation, with their split multipliers and points;
+    // nodes that are not split keep CROWN's relaxation alone.
+    if (splits_at_points(node)) {
+      const size_t r = split_index_.at(node);
+      RelaxParams p;
+      p.beta_l = beta_signed[r].index_select(0, rows);
+      p.split_point = point[r];
+      return p;
+    }
     const auto it = relu_index_.find(node);
     if (it == relu_index_.end()) return {};
     const size_t r = it->second;
@@ -55,6 +70,9 @@ class SplitHook final : public RelaxationHook {
 
   std::vector<at::Tensor> alpha;        // [K, B, *shape]
   std::vector<at::Tensor> beta_signed;  // [K, B, *shape]
+  // Per general split node, the split point of each marked neuron: the bound on its split
+  // side (upper below, lower above; refreshed bounds are sound on the domain too), [B, *shape].
+  std::vector<at::Tensor> point;
   bool record = false;
   std::vector<at::Tensor> relu_A;  // A at each split node's output, recorded pass [K', B, *shape]
   at::Tensor input_A;              // [K', B, *input_shape]
@@ -63,6 +81,7 @@ class SplitHook final : public RelaxationHook {
   int output_;
   const std::map<int, size_t>& relu_index_;
   const std::map<int, size_t>& split_index_;
+  const ReluLayout& layout_;
 };
 
 // A batch's tensors as the passes see them (this rank's neurons under TP), per ReLU r:
@@ -355,9 +374,7 @@ Bounded DomainBounder::bound_here(std::vector<Domain>& ds, int iterations, bool 
   Working w(batch, refresh(batch, g_, layout_, bo_, refresh_after), prune, o_);
   at::Tensor best;  // [B, K]
   Bounded out;
-  // Without a ReLU nothing is optimised (general nodes keep CROWN's relaxation): one pass.
-  const bool optimised = optimise && !layout_.relu_index().empty();
-  const int passes = std::max(1, optimised ? iterations : 1);
+  const int passes = std::max(1, optimise ? iterations : 1);
   for (int it = 0; it < passes; ++it) {
     const bool last = it + 1 == passes;
     if (last && w.keep.size(0) < B) w.widen_to_all();
@@ -367,7 +384,13 @@ Bounded DomainBounder::bound_here(std::vector<Domain>& ds, int iterations, bool 
     for (const auto& [i, b] : w.other) engine.set_bounds(i, b);
     hook.alpha = w.alpha;
     hook.beta_signed.clear();
-    for (size_t r = 0; r < R; ++r) hook.beta_signed.push_back(w.beta[r] * w.split[r]);
+    hook.point.clear();
+    for (size_t r = 0; r < R; ++r) {
+      hook.beta_signed.push_back(w.beta[r] * w.split[r]);
+      hook.point.push_back(layout_.general(r)
+                               ? at::where(w.split[r] > 0, w.pre[r].upper, w.pre[r].lower)
+                               : at::Tensor());
+    }
     hook.record = last;
     engine.set_hook(&hook);
     const at::Tensor lb = engine.output_bounds(obj_.C, true, false).lower;  // [B', K]
@@ -391,7 +414,9 @@ Bounded DomainBounder::bound_here(std::vector<Domain>& ds, int iterations, bool 
       open_in_group = count.item<int64_t>();
     }
     if (!o_.deterministic && open_in_group == 0) break;
-    w.optimiser.step(-lb.sum());
+    const at::Tensor loss = -lb.sum();
+    if (!loss.requires_grad()) break;  // nothing to optimise (no split multiplier reached it)
+    w.optimiser.step(loss);
     // n_open > 0: a spec-parallel share whose domains are all proved keeps them while the
     // group's others are open (a pass needs a domain; its steps stay in step with the group's).
     if (prune && n_open > 0 && double(w.keep.size(0) - n_open) >= 0.2 * double(w.keep.size(0))) {

@@ -342,13 +342,32 @@ std::vector<BoundA> CrownEngine::dense_step(int start, int i, const BoundA& here
                                             std::span<const Interval* const> in_bounds,
                                             BiasPair& bias, const at::Tensor& rows, bool observe) {
   const BoundNode& op = *g_.node(i).op;
-  if (hook_ == nullptr || !op.has_relaxation_params()) return op.backward(here, in_bounds, bias);
+  const bool point_split = hook_ != nullptr && hook_->splits_at_points(i);
+  if (hook_ == nullptr || !(op.has_relaxation_params() || point_split)) {
+    return op.backward(here, in_bounds, bias);
+  }
   const int64_t r = here.lA.defined() ? here.lA.size(0) : here.uA.size(0);
   const at::Tensor ids = rows.defined() ? rows : at::arange(r, index_options());
   if (observe) hook_->observe(start, i, here);
   RelaxParams p = hook_->params(start, i, ids, in_bounds);
   if (!op.traits().reads_alpha_source) p = resolved_alpha(std::move(p));
-  return op.backward_relaxed(here, in_bounds, bias, p);
+  if (!point_split) return op.backward_relaxed(here, in_bounds, bias, p);
+  // A split at a point: the node's own relaxation (over the split interval, in in_bounds),
+  // then the Lagrangian term of s·(z − p) ≤ 0: β·s on the input's lA, −β·s·p into the lower
+  // bias. beta_l [r, batch, *shape], split_point [batch, *shape].
+  const at::Tensor beta = std::move(p.beta_l);
+  const at::Tensor point = std::move(p.split_point);
+  p.beta_l = at::Tensor();
+  p.split_point = at::Tensor();
+  std::vector<BoundA> out = op.has_relaxation_params()
+                                ? op.backward_relaxed(here, in_bounds, bias, p)
+                                : op.backward(here, in_bounds, bias);
+  if (beta.defined() && out.at(0).lA.defined()) {
+    out[0].lA = out[0].lA + beta;
+    const at::Tensor c = (beta * point).reshape({r, point.size(0), -1}).sum(2);  // [r, batch]
+    bias.lower = bias.lower.defined() ? bias.lower - c : -c;
+  }
+  return out;
 }
 
 Interval CrownEngine::backward_from(int start, BoundA a, const at::Tensor& rows) {

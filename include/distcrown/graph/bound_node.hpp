@@ -33,6 +33,10 @@ struct RelaxParams {
   at::Tensor alpha_u;  // parameters of the rows of the uA side
   at::Tensor beta_l;   // β·s added to the input's lA: split multipliers times split signs
   at::Tensor beta_u;   // the same for uA (subtracted: max f − β·s·z)
+  /// A split at a point p (OpTraits::splits_anywhere; CrownEngine applies it, not the node):
+  /// s·(z − p) ≤ 0 on the domain, so min f ≥ min (f + β·s·z) − β·s·p. split_point [batch, *shape]
+  /// is p where beta_l is not zero; beta_l is then β·s as for a ReLU.
+  at::Tensor split_point;
   /// α not yet read for this pass's rows (a hook may give it so, source_l and read_l both set,
   /// alpha_l undefined): alpha_l is read_l(source_l), alpha_u read_u(source_u). A source is the
   /// hook's storage, which autograd holds anyway; the rows read from it ([spec, *P], or each
@@ -106,7 +110,8 @@ struct OpTraits {
   /// Branch and bound may split the node's (single, elementwise) input at any point p inside
   /// its interval (x ≤ p | x ≥ p): the relaxation, rebuilt on each side's narrower interval
   /// (backward() reads the input bounds it is given), is tighter (Sigmoid, Tanh, Exp, Sin, GELU,
-  /// powers). The side is kept as the input's bounds; no β term yet (bab/split.hpp).
+  /// powers). The side is kept as the input's bounds and enters the bound as a β term
+  /// (RelaxParams::split_point; bab/split.hpp).
   bool splits_anywhere = false;
   /// backward_patches() maps an A in patches form (bounds/patches.hpp) on the output to patches
   /// on every input (CROWN's conv_mode patches). Nodes without it get a dense A.

@@ -65,6 +65,11 @@ class RelaxationHook {
   /// maps it: what branching heuristics score neurons with. Called for every node with slopes
   /// and for the input (node 0, the A that is concretized over the box).
   virtual void observe(int /*start*/, int /*node*/, const BoundA& /*a*/) {}
+
+  /// Whether the hook carries point-split multipliers for `node` (a node with
+  /// OpTraits::splits_anywhere; RelaxParams::split_point): the node is then observe()d and asked
+  /// params() even without relaxation parameters, and the engine adds the β term.
+  [[nodiscard]] virtual bool splits_at_points(int /*node*/) const { return false; }
 };
 
 }  // namespace distcrown
