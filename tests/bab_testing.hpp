@@ -283,6 +283,25 @@ inline double sampled_min(const BoundGraph& g, const InputBox& box, at::Generato
   return best;
 }
 
+// Y_0 ≤ rhs unsafe over `box` ([1, n]), rhs a `fraction` of the way from α-CROWN's lower bound
+// (as verify() runs it at the root) to the sampled minimum: true, and open after α-CROWN.
+struct OpenProperty {
+  double alpha_lower = 0, minimum = 0, rhs = 0;
+  io::VnnlibProperty property;
+};
+
+inline OpenProperty open_property(const BoundGraph& g, const InputBox& box, at::Generator& gen,
+                                  double fraction) {
+  OpenProperty o;
+  AlphaOptions ao;
+  o.alpha_lower =
+      alpha_crown(ao.sided(BoundSides::kLower), {}, g, box, at::eye(1)).bounds.lower.item<double>();
+  o.minimum = sampled_min(g, box, gen, 20000);
+  o.rhs = o.alpha_lower + fraction * (o.minimum - o.alpha_lower);
+  o.property = property_of(box, 1, {{{{{1.0}, o.rhs}}}});
+  return o;
+}
+
 // A true property that α-CROWN cannot prove at the root: Y_0 ≤ rhs unsafe with rhs between the
 // α-CROWN lower bound and the sampled minimum.
 struct HardProperty {
@@ -297,12 +316,11 @@ inline HardProperty hard_property(double fraction) {
   HardProperty h{build(layers), {}, 0, 0, 0, {}};
   at::Generator gen = at::detail::createCPUGenerator(12);
   h.box = box_around(gen, 5, 0.5);
-  AlphaOptions ao;  // as verify() at the root
-  h.alpha_lower = alpha_crown(ao.sided(BoundSides::kLower), {}, h.net.graph, h.box, at::eye(1))
-                      .bounds.lower.item<double>();
-  h.minimum = sampled_min(h.net.graph, h.box, gen, 20000);
-  h.rhs = h.alpha_lower + fraction * (h.minimum - h.alpha_lower);
-  h.property = property_of(h.box, 1, {{{{{1.0}, h.rhs}}}});
+  OpenProperty o = open_property(h.net.graph, h.box, gen, fraction);
+  h.alpha_lower = o.alpha_lower;
+  h.minimum = o.minimum;
+  h.rhs = o.rhs;
+  h.property = std::move(o.property);
   return h;
 }
 

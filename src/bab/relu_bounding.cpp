@@ -18,6 +18,25 @@
 namespace distcrown::bab::detail {
 namespace {
 
+// A general node's α as its op reads it ([K, *P]) from the batch's ([K, B, *shape] or
+// [K, B, k, *shape], relu_domain.hpp's general_alpha); `neuron_dims` = 1 + the shape's dims.
+at::Tensor op_alpha(const at::Tensor& a, int64_t neuron_dims) {
+  return a.dim() > neuron_dims + 1 ? a.movedim(1, 2) : a;
+}
+
+// Projects the general nodes' α of a batch in place onto their op's sound set over the batch's
+// input bounds (their split sides): before every pass, as α-CROWN does before every use.
+void project_general_alpha(std::vector<at::Tensor>& alpha, const std::vector<Interval>& pre,
+                           const ReluLayout& layout, const BoundGraph& g) {
+  c10::NoGradGuard no_grad;
+  for (size_t r = 0; r < alpha.size(); ++r) {
+    if (!layout.general(r) || !layout.has_alpha(r)) continue;
+    // [1, K, *P]: project_relaxation_params takes both sides' α, [2, rows, *P].
+    at::Tensor both = op_alpha(alpha[r], pre[r].lower.dim()).unsqueeze(0);
+    g.node(layout.relu(r)).op->project_relaxation_params(both, pre[r]);
+  }
+}
+
 // Relaxation parameters of one batch: α and β·s per ReLU, and what the last pass saw (the A at
 // every split node's output, general ones included: their branching scores read it).
 class SplitHook final : public RelaxationHook {
@@ -45,6 +64,9 @@ class SplitHook final : public RelaxationHook {
       RelaxParams p;
       p.beta_l = beta_signed[r].index_select(0, rows);
       p.split_point = point[r];
+      if (layout_.has_alpha(r)) {
+        p.alpha_l = op_alpha(alpha[r], point[r].dim()).index_select(0, rows);
+      }
       return p;
     }
     const auto it = relu_index_.find(node);
@@ -150,8 +172,10 @@ std::vector<std::pair<int, Interval>> refresh(Batch& b, const BoundGraph& g,
 // domains cost. `full_alpha` / `full_beta` hold every domain's latest α and β.
 class Working {
  public:
+  /// `slopes[r]`: α of split node r are a ReLU's lower slopes (kept in [0, 1] by the optimiser);
+  /// a general node's are projected by its op before each pass (project_general_alpha).
   Working(const Batch& b, std::vector<std::pair<int, Interval>> other_bounds, bool prune,
-          const BabOptions& o)
+          const BabOptions& o, std::vector<bool> slopes)
       : keep(at::arange(int64_t(b.box.lower.size(0)),
                         at::TensorOptions().dtype(at::kLong).device(b.box.lower.device()))),
         pre(b.pre),
@@ -161,13 +185,16 @@ class Working {
         alpha(b.alpha),
         beta(b.beta),
         all_(b),
-        all_other_(std::move(other_bounds)) {
+        all_other_(std::move(other_bounds)),
+        slopes_(std::move(slopes)) {
     for (size_t r = 0; r < alpha.size() && prune; ++r) {  // copies: written while still read
       full_alpha_.push_back(alpha[r].detach().clone());
       full_beta_.push_back(beta[r].detach().clone());
     }
-    alpha_group_ =
-        optimiser.add_group(o.lr_alpha, RelaxationOptimiser::Projection::kUnitInterval, alpha);
+    alpha_group_ = optimiser.add_group(o.lr_alpha, RelaxationOptimiser::Projection::kUnitInterval,
+                                       of_kind(alpha, true));
+    general_group_ = optimiser.add_group(o.lr_alpha, RelaxationOptimiser::Projection::kNone,
+                                         of_kind(alpha, false));
     beta_group_ =
         optimiser.add_group(o.lr_beta, RelaxationOptimiser::Projection::kNonNegative, beta);
   }
@@ -198,7 +225,8 @@ class Working {
       alpha[r] = alpha[r].detach().index_select(1, rows).requires_grad_(true);
       beta[r] = beta[r].detach().index_select(1, rows).requires_grad_(true);
     }
-    optimiser.set_params(alpha_group_, alpha);
+    optimiser.set_params(alpha_group_, of_kind(alpha, true));
+    optimiser.set_params(general_group_, of_kind(alpha, false));
     optimiser.set_params(beta_group_, beta);
     for (auto& [i, b] : other) b = cut(b);
     box = {box.lower.index_select(0, rows), box.upper.index_select(0, rows)};
@@ -227,7 +255,19 @@ class Working {
   const Batch& all_;
   std::vector<std::pair<int, Interval>> all_other_;
   std::vector<at::Tensor> full_alpha_, full_beta_;
+  /// The α of the ReLUs (`slope`) or of the general nodes.
+  [[nodiscard]] std::vector<at::Tensor> of_kind(const std::vector<at::Tensor>& a,
+                                                bool slope) const {
+    std::vector<at::Tensor> out;
+    for (size_t r = 0; r < a.size(); ++r) {
+      if (slopes_[r] == slope) out.push_back(a[r]);
+    }
+    return out;
+  }
+
+  std::vector<bool> slopes_;
   size_t alpha_group_ = 0;
+  size_t general_group_ = 0;
   size_t beta_group_ = 0;
 };
 
@@ -371,7 +411,9 @@ Bounded DomainBounder::bound_here(std::vector<Domain>& ds, int iterations, bool 
                                    ? earliest_split(batch.whole_split)
                                    : R;
   const bool prune = optimise && !o_.deterministic;
-  Working w(batch, refresh(batch, g_, layout_, bo_, refresh_after), prune, o_);
+  std::vector<bool> slopes;
+  for (size_t r = 0; r < R; ++r) slopes.push_back(!layout_.general(r));
+  Working w(batch, refresh(batch, g_, layout_, bo_, refresh_after), prune, o_, std::move(slopes));
   at::Tensor best;  // [B, K]
   Bounded out;
   const int passes = std::max(1, optimise ? iterations : 1);
@@ -379,6 +421,7 @@ Bounded DomainBounder::bound_here(std::vector<Domain>& ds, int iterations, bool 
     const bool last = it + 1 == passes;
     if (last && w.keep.size(0) < B) w.widen_to_all();
     c10::AutoGradMode grad(optimise && !last);
+    project_general_alpha(w.alpha, w.pre, layout_, g_);
     CrownEngine engine(g_, w.box, bo_, passes_);
     for (size_t r = 0; r < R; ++r) engine.set_bounds(layout_.pre(r), w.pre[r]);
     for (const auto& [i, b] : w.other) engine.set_bounds(i, b);

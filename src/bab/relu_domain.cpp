@@ -8,6 +8,14 @@
 
 namespace distcrown::bab::detail {
 
+at::Tensor general_alpha(const at::Tensor& initial, int64_t K, int64_t neuron_dims) {
+  std::vector<int64_t> rows{K};
+  rows.insert(rows.end(), initial.sizes().begin(), initial.sizes().end());
+  const at::Tensor a = initial.unsqueeze(0).expand(rows);  // [K, *P]
+  // P = [1, *shape] (one parameter per neuron) stays; P = [k, 1, *shape] moves its batch to 1.
+  return (initial.dim() > neuron_dims ? a.movedim(2, 1) : a).contiguous();
+}
+
 Domain make_root(const BoundGraph& g, const ReluLayout& layout, int64_t K,
                  const std::vector<Interval>& bounds,
                  const std::map<int, at::Tensor>& output_alpha) {
@@ -19,15 +27,17 @@ Domain make_root(const BoundGraph& g, const ReluLayout& layout, int64_t K,
     std::vector<int64_t> shape{K};
     shape.insert(shape.end(), b.lower.sizes().begin(), b.lower.sizes().end());
     const auto it = output_alpha.find(layout.relu(r));
-    // A general node keeps CROWN's relaxation in the passes (the hook gives it no α): zeros
-    // stand in for its α so that every split node's tensors batch alike.
-    if (layout.general(r)) {
-      d.alpha.push_back(at::zeros(shape, b.lower.options()));
+    const BoundNode& op = *g.node(layout.relu(r)).op;
+    if (!layout.general(r)) {
+      d.alpha.push_back(it != output_alpha.end()
+                            ? layout.whole(it->second, r)
+                            : op.initial_relaxation_params(b).expand(shape).clone());
+    } else if (layout.has_alpha(r)) {
+      d.alpha.push_back(general_alpha(op.initial_relaxation_params(b), K, b.lower.dim()));
     } else {
-      d.alpha.push_back(
-          it != output_alpha.end()
-              ? layout.whole(it->second, r)
-              : g.node(layout.relu(r)).op->initial_relaxation_params(b).expand(shape).clone());
+      // Zeros stand in for the α of a node without parameters: every split node's tensors
+      // batch alike.
+      d.alpha.push_back(at::zeros(shape, b.lower.options()));
     }
     d.beta.push_back(at::zeros(shape, b.lower.options()));
     d.split.push_back(at::zeros_like(b.lower));

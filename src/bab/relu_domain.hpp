@@ -25,6 +25,12 @@ Domain make_root(const BoundGraph& g, const ReluLayout& layout, int64_t K,
                  const std::vector<Interval>& bounds,
                  const std::map<int, at::Tensor>& output_alpha);
 
+/// A general node's α as domains keep it, from its op's initial parameters `initial` ([1, *shape]
+/// or [k, 1, *shape]; `neuron_dims` = 1 + the shape's dims) for K rows: [K, 1, *shape] or
+/// [K, 1, k, *shape] (the batch at dim 1, as every field of a domain batches). Ops read
+/// [rows, *P] (relu_bounding.cpp moves the batch back).
+at::Tensor general_alpha(const at::Tensor& initial, int64_t K, int64_t neuron_dims);
+
 /// The child of `parent` on one side of `split` (a ReLU of `layout` at 0, or a general node at a
 /// point strictly inside the element's interval), with the parent's value as its floor. It
 /// shares every tensor with its parent but the three it changes: the split input's bounds

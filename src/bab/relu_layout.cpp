@@ -50,6 +50,7 @@ ReluLayout::ReluLayout(const BoundGraph& g) : g_(g) {
       if (relu) relu_index_[i] = relus_.size();
       relus_.push_back(i);
       general_.push_back(general);
+      alpha_.push_back(t.relaxation_params);
       pre_.push_back(in);
       const GraphNode& node = g.node(in);
       const OutputShard* s = node.op ? node.op->output_shard() : nullptr;

@@ -33,6 +33,11 @@ class ReluLayout {
   /// Whether split node r is a general one (split at any point of its input, no β) rather than
   /// a ReLU (split at 0, with β).
   [[nodiscard]] bool general(size_t r) const { return general_[r]; }
+  /// Whether split node r's domains keep optimisable relaxation parameters: every ReLU (its
+  /// lower slope, [K, 1, *shape]) and a general node with OpTraits::relaxation_params (its
+  /// op's, [K, 1, k, *shape]: initial_relaxation_params' [k, 1, *shape] per row, the batch
+  /// moved to dim 1 like a ReLU's).
+  [[nodiscard]] bool has_alpha(size_t r) const { return alpha_[r]; }
   /// Whether any split node is a general one.
   [[nodiscard]] bool any_general() const {
     return std::find(general_.begin(), general_.end(), true) != general_.end();
@@ -61,7 +66,7 @@ class ReluLayout {
  private:
   const BoundGraph& g_;
   std::vector<int> relus_, pre_, other_pre_;
-  std::vector<bool> general_;
+  std::vector<bool> general_, alpha_;
   std::map<int, size_t> index_, relu_index_;
   std::vector<std::optional<OutputShard>> shards_;  // per ReLU: its input's slice under TP
   std::vector<at::Tensor> bias_;
