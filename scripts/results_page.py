@@ -515,7 +515,8 @@ def deadline_summary(rs):
 
 RENDER = {
     "agreement": render_agreement, "alpha": render_alpha, "vs_auto_lirpa": render_vs_auto_lirpa,
-    "verify": render_verify, "vs_abcrown": render_vs_abcrown, "wide_memory": render_wide_memory,
+    "verify": render_verify, "verify_general": render_verify, "vs_abcrown": render_vs_abcrown,
+    "wide_memory": render_wide_memory,
     "patches_memory": render_patches_memory, "bab_memory": render_bab_memory,
     "fsdp": render_fsdp, "tp": render_tp, "bab_parallel": render_bab_parallel,
     "verify_sharded": render_verify_sharded, "gpu": render_gpu, "robustness": render_robustness,
