@@ -8,13 +8,18 @@
 
 #include <chrono>
 #include <cmath>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "bab_testing.hpp"
 #include "fixtures.hpp"
+#include "onnx_builder.hpp"
 #include "process.hpp"
 
 namespace distcrown {
@@ -160,6 +165,53 @@ TEST_F(VerifyMpi, DeterministicRunsAgreeAtTwoRanks) {
   const json one = verify({1, 1, "none"}, refresh);
   const json tp = verify({2, 1, "tp-exact"}, refresh);
   expect_same_search(tp, one);
+}
+
+// A Tanh network (5-20-20-1, no ReLU) written to `dir` with a property between α-CROWN's bound
+// and the sampled minimum: branch and bound splits Tanh inputs at points (general splits). The
+// CLI arguments for it, ReLU-style splitting (5 inputs would choose input splitting).
+std::string tanh_problem(const fs::path& dir) {
+  at::Generator gen = at::detail::createCPUGenerator(21);
+  testing::OnnxBuilder b;
+  b.input("x", {1, 5}).output("y", {1, 1});
+  const std::vector<std::pair<int64_t, int64_t>> dims{{20, 5}, {20, 20}, {1, 20}};
+  std::string x = "x";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const auto [out, in] = dims[i];
+    const std::string k = std::to_string(i);
+    b.initializer("W" + k, at::randn({out, in}, gen) * (1.5 / std::sqrt(double(in))));
+    b.initializer("b" + k, at::randn({out}, gen) * 0.1);
+    const std::string z = i + 1 == dims.size() ? "y" : "z" + k;
+    b.node("fc" + k, "Gemm", {x, "W" + k, "b" + k}, {z}, {testing::attr_int("transB", 1)});
+    if (i + 1 == dims.size()) break;
+    x = "t" + k;
+    b.node("tanh" + k, "Tanh", {z}, {x});
+  }
+  const std::string bytes = b.bytes();
+  const fs::path model = dir / "tanh.onnx";
+  std::ofstream(model, std::ios::binary) << bytes;
+  const BoundGraph g = io::load_onnx_bytes(bytes, "tanh.onnx");
+  const InputBox box = bab_testing::box_around(gen, 5, 0.5);
+  const bab_testing::OpenProperty open = bab_testing::open_property(g, box, gen, 0.5);
+  std::ostringstream spec;
+  spec << std::setprecision(17);
+  for (int i = 0; i < 5; ++i) spec << "(declare-const X_" << i << " Real)\n";
+  spec << "(declare-const Y_0 Real)\n";
+  for (int i = 0; i < 5; ++i) {
+    spec << "(assert (>= X_" << i << " " << box.lower[0][i].item<double>() << "))\n"
+         << "(assert (<= X_" << i << " " << box.upper[0][i].item<double>() << "))\n";
+  }
+  spec << "(assert (<= Y_0 " << open.rhs << "))\n";
+  const fs::path property = dir / "tanh.vnnlib";
+  std::ofstream(property) << spec.str();
+  return "--model '" + model.string() + "' --vnnlib '" + property.string() + "' --split relu";
+}
+
+TEST_F(VerifyMpi, GeneralSplitsAgreeAtTwoRanks) {
+  // Domain groups, FSDP and spec-parallel batches: the same search as one process.
+  expect_same_search_at_layouts(
+      tanh_problem(dir_.path()) + " --deterministic --max-rounds 4 --bab-batch-size 4", false,
+      {Layout{2, 2, "none"}, Layout{2, 1, "fsdp"}, Layout{2, 1, "none", true}});
 }
 
 TEST_F(VerifyMpi, DeterministicRunsAgreeAtFourRanks) {
