@@ -160,10 +160,8 @@ Domain ReluBab::root(const RootStart* start) {
   ao.lr = o_.root_lr;
   ao.bound = round_bound_options(o_.bound);
   ao.sides = BoundSides::kLower;
-  PassContext context;
-  context.checkpoint = Checkpoint{deadline_, &progress_};
-  context.optimise_until = deadline_;
-  const AlphaResult a = alpha_crown(ao, context, g_, bounder_.box(), problem_.objective.C);
+  const AlphaResult a = alpha_crown(ao, PassContext::within({deadline_, &progress_}), g_,
+                                    bounder_.box(), problem_.objective.C);
   for (const int pre : layout_.pre_nodes()) {
     const auto& b = a.intermediate.at(size_t(pre));
     if (!b) throw Error("internal: no root bounds for a ReLU input");
@@ -181,19 +179,8 @@ Domain ReluBab::crown_root_with(const std::vector<Split>& splits) {
   Domain d = detail::make_root(g_, layout_, K_, bounds, {});
   int64_t id = 0;
   for (const Split& s : splits) {
-    const std::optional<size_t> r = layout_.index_of(s.node);
-    if (!r) throw InvalidArgument("split on a node that branch and bound does not split");
-    if (s.element < 0 || s.element >= d.lower[*r].numel()) {
-      throw InvalidArgument("split neuron index out of range");
-    }
-    if (layout_.general(*r)) {
-      const double l = d.lower[*r].view({-1})[s.element].item<double>();
-      const double u = d.upper[*r].view({-1})[s.element].item<double>();
-      if (!(s.point > l && s.point < u)) {
-        throw InvalidArgument("a split point must lie strictly inside the neuron's interval");
-      }
-    } else if (s.point != 0.0) {
-      throw InvalidArgument("a ReLU is split at 0 only");
+    if (std::string why = detail::split_refusal(d, layout_, s); !why.empty()) {
+      throw InvalidArgument(why);
     }
     d = detail::child(d, layout_, s, ++id);
   }

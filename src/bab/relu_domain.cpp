@@ -45,20 +45,26 @@ Domain make_root(const BoundGraph& g, const ReluLayout& layout, int64_t K,
   return d;
 }
 
-Domain child(const Domain& parent, const ReluLayout& layout, const Split& split, int64_t id) {
-  const std::optional<size_t> found = layout.index_of(split.node);
-  if (!found) throw Error("internal: a split on a node that is not split");
-  const size_t r = *found;
-  const int64_t j = split.element;
-  if (layout.general(r)) {
-    const double l = parent.lower[r].view({-1})[j].item<double>();
-    const double u = parent.upper[r].view({-1})[j].item<double>();
-    if (!(split.point > l && split.point < u)) {
-      throw Error("internal: a general split's point is not strictly inside its interval");
-    }
-  } else if (split.point != 0.0) {
-    throw Error("internal: a ReLU split not at 0");
+std::string split_refusal(const Domain& d, const ReluLayout& layout, const Split& split) {
+  const std::optional<size_t> r = layout.index_of(split.node);
+  if (!r) return "split on a node that branch and bound does not split";
+  if (split.element < 0 || split.element >= d.lower[*r].numel()) {
+    return "split neuron index out of range";
   }
+  if (!layout.general(*r)) return split.point == 0.0 ? "" : "a ReLU is split at 0 only";
+  const double l = d.lower[*r].view({-1})[split.element].item<double>();
+  const double u = d.upper[*r].view({-1})[split.element].item<double>();
+  return split.point > l && split.point < u
+             ? ""
+             : "a split point must lie strictly inside the neuron's interval";
+}
+
+Domain child(const Domain& parent, const ReluLayout& layout, const Split& split, int64_t id) {
+  if (std::string why = split_refusal(parent, layout, split); !why.empty()) {
+    throw Error("internal: " + why);
+  }
+  const size_t r = *layout.index_of(split.node);
+  const int64_t j = split.element;
   const bool above = split.side == Split::Side::kAbove;
   Domain c = parent;  // shares every tensor with the parent
   c.id = id;
@@ -71,8 +77,8 @@ Domain child(const Domain& parent, const ReluLayout& layout, const Split& split,
   } else {
     c.upper[r].view({-1})[j] = split.point;  // z <= p
   }
-  // The marks say which neurons are split (the refreshed bounds start after the first); on a
-  // ReLU they are β's signs as well, a general node's β is not used.
+  // The marks say which neurons are split (the refreshed bounds start after the first) and are
+  // β's signs s: s·(z − p) ≤ 0 on the child.
   c.split[r].view({-1})[j] = above ? -1.0 : 1.0;
   c.score = at::Tensor();
   return c;

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -30,6 +31,11 @@ Domain make_root(const BoundGraph& g, const ReluLayout& layout, int64_t K,
 /// [K, 1, k, *shape] (the batch at dim 1, as every field of a domain batches). Ops read
 /// [rows, *P] (relu_bounding.cpp moves the batch back).
 at::Tensor general_alpha(const at::Tensor& initial, int64_t K, int64_t neuron_dims);
+
+/// Why `split` cannot split `d` (empty when it can): its node is not one of `layout`'s, its
+/// element is out of range, a ReLU's point is not 0, or a general node's is not strictly inside
+/// the element's interval.
+std::string split_refusal(const Domain& d, const ReluLayout& layout, const Split& split);
 
 /// The child of `parent` on one side of `split` (a ReLU of `layout` at 0, or a general node at a
 /// point strictly inside the element's interval), with the parent's value as its floor. It

@@ -83,10 +83,8 @@ CaseRoot bound_case_root(const BoundGraph& g, const io::VnnlibCase& c,
   };
   ao.bound = options.bab.bound;
   ao.sides = BoundSides::kLower;
-  PassContext context;
-  context.checkpoint = Checkpoint{deadline, &progress};
-  context.optimise_until = deadline;
-  const AlphaResult a = alpha_crown(ao, context, g, box, at::cat(C, 0));
+  const AlphaResult a =
+      alpha_crown(ao, PassContext::within({deadline, &progress}), g, box, at::cat(C, 0));
   root.crown_proved = a.iterations_run == 0;
   const at::Tensor& lb = a.bounds.lower;
   require_finite({lb, at::Tensor()});  // an answer must never rest on NaN bounds

@@ -355,10 +355,8 @@ std::vector<BoundA> CrownEngine::dense_step(int start, int i, const BoundA& here
   // A split at a point: the node's own relaxation (over the split interval, in in_bounds),
   // then the Lagrangian term of s·(z − p) ≤ 0: β·s on the input's lA, −β·s·p into the lower
   // bias. beta_l [r, batch, *shape], split_point [batch, *shape].
-  const at::Tensor beta = std::move(p.beta_l);
+  const at::Tensor beta = std::move(p.beta_l);  // p keeps neither: the op must not add β
   const at::Tensor point = std::move(p.split_point);
-  p.beta_l = at::Tensor();
-  p.split_point = at::Tensor();
   std::vector<BoundA> out = op.has_relaxation_params()
                                 ? op.backward_relaxed(here, in_bounds, bias, p)
                                 : op.backward(here, in_bounds, bias);

@@ -3,6 +3,8 @@
 // when they stop, whom they tell, and which ranks share their rows. The caller makes one per run
 // and passes it to CrownEngine, alpha_crown and compute_bounds; branch and bound's RunContext
 // (bab/bab.hpp) makes its passes' from its own.
+#include <utility>
+
 #include "distcrown/collective/communicator.hpp"
 #include "distcrown/util/deadline.hpp"
 
@@ -23,6 +25,14 @@ struct PassContext {
   /// Passes that stop at `checkpoint`, on this rank alone, whose α optimisation is not cut short.
   static PassContext stopping_at(Checkpoint checkpoint) {
     PassContext c;
+    c.checkpoint = std::move(checkpoint);
+    return c;
+  }
+  /// Passes that stop at `checkpoint`, and an α-CROWN that stops optimising at its deadline
+  /// (what a verification phase runs in).
+  static PassContext within(Checkpoint checkpoint) {
+    PassContext c;
+    c.optimise_until = checkpoint.deadline;
     c.checkpoint = std::move(checkpoint);
     return c;
   }
