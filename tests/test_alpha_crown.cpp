@@ -29,6 +29,7 @@
 #include "distcrown/methods/compute_bounds.hpp"
 #include "distcrown/methods/crown.hpp"
 #include "distcrown/util/error.hpp"
+#include "distcrown/util/memory.hpp"
 #include "fixtures.hpp"
 #include "io/synthetic.hpp"
 #include "onnx_builder.hpp"
@@ -422,6 +423,39 @@ TEST(AlphaCrown, StopsOnceTheGoalIsProved) {
   EXPECT_GT(midway.iterations_run, 0);
   EXPECT_LT(midway.iterations_run, 20);
   EXPECT_GE(midway.bounds.lower.sum().item<double>(), half);
+}
+
+TEST(AlphaCrown, MemoryLimitLeavesStartsOutAndStaysSound) {
+  // A limit just above what is live before α-CROWN starts: the intermediate starts it reaches
+  // past half of it are bounded by CROWN without α, and the result is still never looser than
+  // CROWN (iteration 0 is CROWN) and sound. A limit that does not bind changes nothing.
+  memory::install_counting_allocator();
+  const auto& c = kMlps[3];
+  BoundGraph g = io::make_random_mlp(c.in, c.hidden, c.depth, c.out, c.seed);
+  at::Generator gen = at::detail::createCPUGenerator(c.seed * 31 + 7);
+  const InputBox box = random_box(gen, c.in, 2 * c.radius, at::kFloat);
+  const Interval crown = compute_bounds(g, box, Method::kCrown);
+  AlphaOptions ao;
+  ao.iterations = 10;
+  const AlphaResult free = alpha_crown(ao, {}, g, box);
+  EXPECT_EQ(free.starts_left_out, 0);
+  EXPECT_FALSE(free.memory_limited);
+
+  PassContext tight;
+  tight.memory_limit_bytes = 2 * (memory::live_bytes() + 1);
+  const AlphaResult limited = alpha_crown(ao, tight, g, box);
+  EXPECT_GE(limited.starts_left_out, 1);
+  EXPECT_GE(limited.iterations_run, 1);
+  expect_not_looser(limited.bounds, crown, kTightTol, "memory-limited alpha vs crown");
+  const at::Tensor x = sample_box(gen, box.lower, box.upper, 3000, 256);
+  expect_contains(limited.bounds, outputs(g, x, at::Tensor()), "memory-limited alpha soundness");
+
+  PassContext roomy;
+  roomy.memory_limit_bytes = int64_t{1} << 50;
+  const AlphaResult unbound = alpha_crown(ao, roomy, g, box);
+  EXPECT_EQ(unbound.starts_left_out, 0);
+  EXPECT_TRUE(at::equal(unbound.bounds.lower, free.bounds.lower));
+  EXPECT_TRUE(at::equal(unbound.bounds.upper, free.bounds.upper));
 }
 
 TEST(AlphaCrown, MoreIterationsNeverLooser) {

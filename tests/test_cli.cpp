@@ -430,7 +430,7 @@ TEST_F(Cli, SplitAndIntermediateSchemeAgree) {
 
 // --memory-limit MB: taken, and given back in --report as memory.limit_bytes, with the smallest
 // batch of a branch and bound (bab_min_batch; null: none ran) and memory.limited; a negative,
-// malformed or overflowing value is a one-line usage error.
+// malformed or overflowing value is a one-line usage error. bounds takes it as well.
 TEST_F(Cli, VerifyTakesAMemoryLimitAndReportsIt) {
   const fs::path result = dir_ / "result.txt";
   const fs::path report = dir_ / "report.json";
@@ -457,7 +457,15 @@ TEST_F(Cli, VerifyTakesAMemoryLimitAndReportsIt) {
     expect_one_error_line(run("verify " + args + " --result " + quote(result)), {"--memory-limit"});
     EXPECT_EQ(testing::read_file(result), "error\n");
   }
-  expect_one_error_line(run("bounds --memory-limit 100"), {"--memory-limit", "verify only"});
+  // bounds takes it too: α-CROWN reports the intermediate starts it left out under it (none on
+  // the embedded default, whose passes fit many times over) and whether it stopped at it.
+  const fs::path bounds = dir_ / "bounds.json";
+  ASSERT_EQ(
+      run("bounds --method alpha-crown --memory-limit 1000 --result " + quote(bounds)).exit_code,
+      0);
+  const json rank = testing::read_json(bounds)["memory"]["ranks"][0];
+  EXPECT_EQ(rank.value("starts_left_out", -1), 0) << rank.dump();
+  EXPECT_FALSE(rank.value("memory_limited", true)) << rank.dump();
 }
 
 TEST_F(Cli, BoundsTakesTimeoutThreadsAndAutoIntermediate) {

@@ -160,8 +160,9 @@ Domain ReluBab::root(const RootStart* start) {
   ao.lr = o_.root_lr;
   ao.bound = round_bound_options(o_.bound);
   ao.sides = BoundSides::kLower;
-  const AlphaResult a = alpha_crown(ao, PassContext::within({deadline_, &progress_}), g_,
-                                    bounder_.box(), problem_.objective.C);
+  const AlphaResult a = alpha_crown(
+      ao, PassContext::within({deadline_, &progress_}).limited_to(budget_.limit(), world_.group),
+      g_, bounder_.box(), problem_.objective.C);
   for (const int pre : layout_.pre_nodes()) {
     const auto& b = a.intermediate.at(size_t(pre));
     if (!b) throw Error("internal: no root bounds for a ReLU input");

@@ -12,6 +12,7 @@
 #include <c10/core/GradMode.h>
 
 #include "bab/input_bab.hpp"
+#include "bab/memory_budget.hpp"
 #include "bab/relu_bab.hpp"
 #include "distcrown/collective/agreement.hpp"
 #include "distcrown/io/problem.hpp"
@@ -46,12 +47,13 @@ struct CaseRoot {
   explicit CaseRoot(size_t disjuncts) : proved(disjuncts, false), starts(disjuncts) {}
   std::vector<bool> proved;
   std::vector<RootStart> starts;
-  bool crown_proved = true;  // proved by CROWN's bounds, without α steps
+  bool crown_proved = true;     // proved by CROWN's bounds, without α steps
+  bool memory_limited = false;  // α-CROWN stopped optimising at the memory limit
 };
 
 CaseRoot bound_case_root(const BoundGraph& g, const io::VnnlibCase& c,
                          const std::vector<Objective>& objs, const VerifyOptions& options,
-                         const Deadline& deadline, Progress& progress) {
+                         const Deadline& deadline, const PassContext& limit, Progress& progress) {
   CaseRoot root(objs.size());
   std::vector<at::Tensor> C;
   for (const Objective& o : objs) C.push_back(o.C);
@@ -83,8 +85,11 @@ CaseRoot bound_case_root(const BoundGraph& g, const io::VnnlibCase& c,
   };
   ao.bound = options.bab.bound;
   ao.sides = BoundSides::kLower;
-  const AlphaResult a =
-      alpha_crown(ao, PassContext::within({deadline, &progress}), g, box, at::cat(C, 0));
+  const AlphaResult a = alpha_crown(ao,
+                                    PassContext::within({deadline, &progress})
+                                        .limited_to(limit.memory_limit_bytes, limit.in_step),
+                                    g, box, at::cat(C, 0));
+  root.memory_limited = a.memory_limited;
   root.crown_proved = a.iterations_run == 0;
   const at::Tensor& lb = a.bounds.lower;
   require_finite({lb, at::Tensor()});  // an answer must never rest on NaN bounds
@@ -204,13 +209,18 @@ VerifyResult decide(const BoundGraph& g, const io::VnnlibProperty& property,
   std::optional<std::pair<Verdict, std::string>> unknown;
   int64_t rounds = 0;
   bool crown_proved = true;  // every root proved by CROWN's bounds, without α steps
+  // The root α-CROWN runs on every rank in step (FSDP gathers inside its passes).
+  const PassContext root_limit = PassContext{}.limited_to(
+      detail::memory_limit(group.memory_limit_bytes, g.device()), group.world.world);
   for (size_t i = 0; i < property.cases.size(); ++i) {
     const io::VnnlibCase& c = property.cases[i];
     const std::vector<Objective>& objs = objectives[i];
     // 2. α-CROWN on every disjunct at once (ReLU splitting).
-    CaseRoot root = input_split ? CaseRoot(objs.size())
-                                : bound_case_root(g, c, objs, options, deadline, progress);
+    CaseRoot root = input_split
+                        ? CaseRoot(objs.size())
+                        : bound_case_root(g, c, objs, options, deadline, root_limit, progress);
     crown_proved = crown_proved && root.crown_proved;
+    r.memory_limited = r.memory_limited || root.memory_limited;
     // 3. Branch and bound on the open disjuncts.
     Searches searches = plan_searches(objs, root, input_split, options.bab.disjuncts);
     for (size_t d = 0; d < searches.objectives.size(); ++d) {

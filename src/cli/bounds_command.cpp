@@ -46,18 +46,22 @@ struct RankReport {
   int64_t baseline = 0;
   int64_t peak = 0;
   collective::CommStats comm;
-  int64_t alpha = 0;  // bytes of α this rank held (alpha-crown)
+  int64_t alpha = 0;        // bytes of α this rank held (alpha-crown)
+  int starts_left_out = 0;  // starts bounded without α under --memory-limit
+  int memory_limited = 0;   // 1: α-CROWN stopped optimising at --memory-limit
 };
 
 std::vector<RankReport> gather_reports(collective::Communicator& comm, const RankReport& mine) {
   std::ostringstream s;
   s << mine.baseline << ' ' << mine.peak << ' ' << mine.comm.calls << ' ' << mine.comm.bytes << ' '
-    << exact(mine.comm.time_s, true) << ' ' << mine.alpha;
+    << exact(mine.comm.time_s, true) << ' ' << mine.alpha << ' ' << mine.starts_left_out << ' '
+    << mine.memory_limited;
   std::vector<RankReport> all;
   for (const std::string& text : comm.all_gather_strings(s.str())) {
     std::istringstream in(text);
     RankReport r;
-    in >> r.baseline >> r.peak >> r.comm.calls >> r.comm.bytes >> r.comm.time_s >> r.alpha;
+    in >> r.baseline >> r.peak >> r.comm.calls >> r.comm.bytes >> r.comm.time_s >> r.alpha >>
+        r.starts_left_out >> r.memory_limited;
     all.push_back(r);
   }
   return all;
@@ -101,7 +105,11 @@ void write_json(const RunOptions& a, const std::vector<double>& lower,
                       {{"calls", reports[r].comm.calls},
                        {"bytes", reports[r].comm.bytes},
                        {"time_s", reports[r].comm.time_s}}}});
-    if (a.method == Method::kAlphaCrown) ranks.back()["alpha_bytes"] = reports[r].alpha;
+    if (a.method == Method::kAlphaCrown) {
+      ranks.back()["alpha_bytes"] = reports[r].alpha;
+      ranks.back()["starts_left_out"] = reports[r].starts_left_out;
+      ranks.back()["memory_limited"] = reports[r].memory_limited != 0;
+    }
   }
   j["memory"] = {{"baseline_bytes", max_base}, {"peak_bytes", max_peak}, {"ranks", ranks}};
   const collective::CommStats& c0 = reports.front().comm;
@@ -162,6 +170,8 @@ int run_bounds(const RunOptions& a) {
   try {
     PassContext context;
     if (a.spec_parallel) context.spec_comm = comm;
+    // Every rank runs the same passes (FSDP gathers, spec-parallel splits rows inside them).
+    context = context.limited_to(memory_limit_bytes(a), comm);
     // α-CROWN stops optimising at the deadline (the check below then reports it); across ranks
     // at the same iteration, agreed, so that no rank leaves the collectives of the next one.
     if (method == Method::kAlphaCrown) {
@@ -171,6 +181,8 @@ int run_bounds(const RunOptions& a) {
         compute_bounds(graph, box, method, a.alpha.with_bound(options), {}, context);
     b = r.bounds;
     mine.alpha = r.alpha_bytes;
+    mine.starts_left_out = r.starts_left_out;
+    mine.memory_limited = r.memory_limited ? 1 : 0;
   } catch (const std::exception& e) {
     if (comm->size() == 1) throw;
     // The other ranks may be waiting in a collective: end them all.

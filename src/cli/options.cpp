@@ -217,10 +217,12 @@ const std::vector<OptionSpec>& table() {
       {"deterministic", Applies::kVerify,
        "fixed batches, no early exits: the same work on every run",
        field([](RunOptions & r) -> auto& { return r.verify.bab.deterministic; })},
-      {"memory-limit", Applies::kVerify,
-       "MB (10^6 bytes) of tensors that ReLU branch and bound may hold: each round's batch "
-       "shrinks to fit, and the search ends unknown when not one domain fits (0 = half of the "
-       "available memory: the host's, or the GPU's with --device cuda)",
+      {"memory-limit", Applies::kBoth,
+       "MB (10^6 bytes) of tensors to hold: alpha-CROWN bounds the intermediate nodes it "
+       "reaches past half of it without alpha, and stops optimising past all of it; verify: "
+       "each round of ReLU branch and bound shrinks its batch to fit, and the search ends "
+       "unknown when not one domain fits (0 = half of the available memory: the host's, or the "
+       "GPU's with --device cuda)",
        field(
            [](RunOptions & r) -> auto& { return r.memory_limit_mb; },
            CLI::Range(int64_t{0}, kMaxMemoryLimitMb))},

@@ -2,6 +2,7 @@
 
 #include <optional>
 
+#include "distcrown/bab/bab.hpp"
 #include "distcrown/collective/agreement.hpp"
 #include "distcrown/sharding/partitioner.hpp"
 #include "distcrown/sharding/sharded_param.hpp"
@@ -41,6 +42,11 @@ Placement place(const RunOptions& a, BoundGraph& g, collective::Communicator& wo
     if (then) then();
   });
   return out;
+}
+
+int64_t memory_limit_bytes(const RunOptions& a) {
+  return a.memory_limit_mb > 0 ? a.memory_limit_mb * 1000000
+                               : bab::default_memory_limit_bytes(a.device == Device::kCuda);
 }
 
 }  // namespace distcrown::cli

@@ -4,6 +4,7 @@
 // files or options are refused), then place the problem: cast to --dtype, shard over the ranks
 // that share a model (--shard: FSDP's weights, or a tensor-parallel plan) and move it to
 // --device. `bounds` shards over the world, `verify` over each domain group.
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -33,5 +34,9 @@ struct Placement {
 /// runs `then` (a deadline check), agreed over `world`.
 Placement place(const RunOptions& a, BoundGraph& g, collective::Communicator& world,
                 const collective::CommPtr& group, const std::function<void()>& then = {});
+
+/// --memory-limit in bytes: its MB, or (0) half of this rank's available memory, the host's or
+/// the GPU's with --device cuda.
+int64_t memory_limit_bytes(const RunOptions& a);
 
 }  // namespace distcrown::cli

@@ -328,9 +328,7 @@ int run_verify(const RunOptions& a) {
   o.bab.progress = !a.quiet && speaker;
   // --memory-limit: resolved here (the default from this rank's available memory, host or
   // GPU) so that the report gives the limit kept to.
-  context.memory_limit_bytes = a.memory_limit_mb > 0
-                                   ? a.memory_limit_mb * 1000000
-                                   : bab::default_memory_limit_bytes(a.device == Device::kCuda);
+  context.memory_limit_bytes = memory_limit_bytes(a);
   o.bab.bound.crown_batch_size = a.bound.crown_batch_size;
   o.bab.bound.conv_mode = a.bound.conv_mode;
   // --shard tp keeps the IBP bounds of tensor-parallel neurons (the reference work's scheme).

@@ -2,12 +2,14 @@
 
 #include <limits>
 #include <optional>
+#include <string>
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
 #include "distcrown/methods/crown.hpp"
 #include "distcrown/util/error.hpp"
+#include "distcrown/util/memory.hpp"
 #include "methods/relaxation_optimiser.hpp"
 
 namespace distcrown {
@@ -152,6 +154,29 @@ AlphaSlopes::Slopes& AlphaSlopes::prepare(int start, int node, const at::Tensor&
   return s;
 }
 
+int64_t live_bytes_in_step(const c10::Device& device, const collective::CommPtr& in_step) {
+  const int64_t mine = memory::usage(device).live_bytes;
+  if (!in_step || in_step->size() == 1) return mine;
+  int64_t most = 0;
+  for (const std::string& text : in_step->all_gather_strings(std::to_string(mine))) {
+    most = std::max<int64_t>(most, std::stoll(text));
+  }
+  return most;
+}
+
+bool AlphaSlopes::optimises(int start) {
+  if (limit_bytes_ <= 0 || start == g_.output()) return true;
+  const auto [it, inserted] = optimised_.try_emplace(start, true);
+  if (inserted) {
+    // With Adam's two moments of the α so far (allocated by the first step), within half the
+    // limit: the rest is for this start's own pass, the passes still to come in this iteration
+    // (the output's among them) and the backward pass.
+    it->second = live_bytes_in_step(g_.device(), in_step_) + 2 * bytes() <= limit_bytes_ / 2;
+    if (!it->second) ++left_out_;
+  }
+  return it->second;
+}
+
 RelaxParams AlphaSlopes::params(int start, int node, const at::Tensor& rows,
                                 std::span<const Interval* const> in) {
   return select(prepare(start, node, rows, in), rows, nullptr);
@@ -270,6 +295,7 @@ int64_t AlphaSlopes::bytes() const {
 AlphaResult alpha_crown(const AlphaOptions& alpha, const PassContext& context, const BoundGraph& g,
                         const InputBox& box, const at::Tensor& C) {
   const collective::CommPtr& spec_comm = context.spec_comm;
+  const collective::CommPtr& in_step = context.in_step ? context.in_step : spec_comm;
   const BoundOptions& options = alpha.bound;
   const bool lower = alpha.sides != BoundSides::kUpper;
   const bool upper = alpha.sides != BoundSides::kLower;
@@ -321,6 +347,7 @@ AlphaResult alpha_crown(const AlphaOptions& alpha, const PassContext& context, c
     AlphaSlopes slopes(g, spec_rows, spec_comm ? spec_comm->rank() : 0,
                        spec_comm ? spec_comm->size() : 1);
     slopes.initialise_from(crown_bounds, options);
+    slopes.keep_under(context.memory_limit_bytes, in_step);
     RelaxationOptimiser optimiser;
     const size_t slopes_group =
         optimiser.add_group(alpha.lr, RelaxationOptimiser::Projection::kNone);
@@ -403,7 +430,15 @@ AlphaResult alpha_crown(const AlphaOptions& alpha, const PassContext& context, c
       // loss; the gathers' backward sums the ranks' shares (collective/autograd.hpp, partial).
       if (spec_ranks > 1) loss = loss / double(spec_ranks);
       const std::vector<at::Tensor> params = slopes.parameters();
-      if (it + 1 == alpha.iterations || params.empty() || !loss.requires_grad() || out_of_time()) {
+      // The autograd graph is whole here: the next iteration holds about as much again, and
+      // after the first step Adam's two moments of every α as well.
+      const int64_t moments = it == 0 ? 2 * slopes.bytes() : 0;
+      const bool over_limit =
+          context.memory_limit_bytes > 0 &&
+          live_bytes_in_step(g.device(), in_step) + moments > context.memory_limit_bytes;
+      result.memory_limited = result.memory_limited || over_limit;
+      if (it + 1 == alpha.iterations || params.empty() || !loss.requires_grad() || out_of_time() ||
+          over_limit) {
         break;
       }
       optimiser.set_params(slopes_group, params);
@@ -411,6 +446,7 @@ AlphaResult alpha_crown(const AlphaOptions& alpha, const PassContext& context, c
       optimiser.decay(alpha.lr_decay);
     }
     result.alpha_bytes = std::max(result.alpha_bytes, slopes.bytes());
+    result.starts_left_out = std::max(result.starts_left_out, slopes.left_out());
     (lower_side ? result.bounds.lower : result.bounds.upper) = tightest;
   }
   return result;

@@ -27,6 +27,8 @@ MethodBounds compute_bounds(const BoundGraph& g, const InputBox& box, Method met
     const AlphaResult r = alpha_crown(alpha, context, g, box, C);
     out.bounds = r.bounds;
     out.alpha_bytes = r.alpha_bytes;
+    out.starts_left_out = r.starts_left_out;
+    out.memory_limited = r.memory_limited;
   } else {
     CrownEngine engine(g, box, alpha.bound, context);
     engine.compute_intermediate_bounds();

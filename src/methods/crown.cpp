@@ -1,6 +1,8 @@
 #include "distcrown/methods/crown.hpp"
 
 #include <map>
+#include <optional>
+#include <utility>
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
@@ -72,6 +74,25 @@ CrownEngine::CrownEngine(const BoundGraph& g, InputBox box, BoundOptions options
   bounds_[0] = box_;
 }
 
+namespace {
+
+// Takes the engine's hook away for a scope (when `pause`), and gives it back however the scope
+// ends.
+class HookPause {
+ public:
+  HookPause(RelaxationHook*& hook, bool pause)
+      : hook_(hook), saved_(pause ? std::exchange(hook, nullptr) : hook) {}
+  ~HookPause() { hook_ = saved_; }
+  HookPause(const HookPause&) = delete;
+  HookPause& operator=(const HookPause&) = delete;
+
+ private:
+  RelaxationHook*& hook_;
+  RelaxationHook* saved_;
+};
+
+}  // namespace
+
 void CrownEngine::compute_intermediate_bounds() {
   std::vector<const Interval*> args;
   for (int i = 1; i < g_.size(); ++i) {
@@ -86,6 +107,11 @@ void CrownEngine::compute_intermediate_bounds() {
     if (g_.is_pre_activation(i) && !g_.affine_from_input(i)) {
       const OutputShard* shard = g_.node(i).op->output_shard();
       Interval b;
+      // A start the hook leaves out: CROWN's relaxations, no autograd (constant bounds).
+      const bool constant = hook_ != nullptr && !hook_->optimises(i);
+      std::optional<c10::NoGradGuard> no_grad;
+      if (constant) no_grad.emplace();
+      const HookPause pause(hook_, constant);
       if (shard == nullptr) {
         b = refine(i, reference);
       } else if (opt_.sharded_intermediate == ShardedIntermediate::kCrown) {

@@ -108,6 +108,22 @@ class AlphaSlopes final : public RelaxationHook {
     sparse_ = options;
   }
 
+  /// Keeps the tensors of the passes under `limit_bytes` (0: no limit): an intermediate start
+  /// whose first pass begins with more than half of the limit live (counting Adam's moments of
+  /// the α so far) is not optimised, in this and every later pass (optimises() false: CROWN's
+  /// bounds for it, computed without autograd, so its pass adds nothing to the graph the
+  /// gradient goes through). Starts come in graph order, so the first ones are optimised; the
+  /// output's α always is.
+  /// `in_step`: the ranks whose passes run in step with this one's (null: this rank alone);
+  /// each decision is taken on the most any of them holds (one host-side all-gather).
+  void keep_under(int64_t limit_bytes, collective::CommPtr in_step = {}) {
+    limit_bytes_ = limit_bytes;
+    in_step_ = std::move(in_step);
+  }
+  [[nodiscard]] bool optimises(int start) override;
+  /// How many intermediate starts were left out by keep_under().
+  [[nodiscard]] int left_out() const { return left_out_; }
+
   /// Leaf tensors, in a fixed order.
   [[nodiscard]] std::vector<at::Tensor> parameters() const;
   /// α of (start, node) as stored, the leaf the optimiser steps: [2, rows, *P] (P: the node's
@@ -158,6 +174,10 @@ class AlphaSlopes final : public RelaxationHook {
 
   std::vector<std::optional<Interval>> init_;
   std::optional<BoundOptions> sparse_;
+  int64_t limit_bytes_ = 0;
+  collective::CommPtr in_step_;
+  std::map<int, bool> optimised_;  // keep_under()'s decision per start, at its first pass
+  int left_out_ = 0;
   std::map<std::pair<int, int>, Slopes> alpha_;
 };
 
@@ -173,7 +193,17 @@ struct AlphaResult {
   int iterations_run = 0;
   /// Bytes of α this rank held (the larger of the two sides' optimisations).
   int64_t alpha_bytes = 0;
+  /// Intermediate start nodes bounded without α to keep under context.memory_limit_bytes
+  /// (AlphaSlopes::keep_under; the larger of the two sides' counts).
+  int starts_left_out = 0;
+  /// Whether the optimisation stopped early because an iteration's tensors passed
+  /// context.memory_limit_bytes (the bounds are the best of the iterations so far).
+  bool memory_limited = false;
 };
+
+/// Tensor bytes live on `device` (memory::usage), the most over the ranks of `in_step` (null:
+/// this rank's): one host-side all-gather.
+int64_t live_bytes_in_step(const c10::Device& device, const collective::CommPtr& in_step);
 
 /// α-CROWN bounds of C·output (C [spec, n_out], undefined = identity) over `box`. It stops
 /// optimising at context.optimise_until (the best bounds so far are returned) and its passes at

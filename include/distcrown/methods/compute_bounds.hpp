@@ -10,10 +10,14 @@
 
 namespace distcrown {
 
-/// Bounds of one method, and the bytes of α that α-CROWN held on this rank (0 for the others).
+/// Bounds of one method, and what α-CROWN held on this rank (0 for the others): bytes of α, the
+/// intermediate starts it left out to keep under the context's memory limit, and whether it
+/// stopped early at that limit.
 struct MethodBounds {
   Interval bounds;  // lower/upper [batch, spec]
   int64_t alpha_bytes = 0;
+  int starts_left_out = 0;
+  bool memory_limited = false;
 };
 
 /// IBP, CROWN or α-CROWN (with `alpha`'s options) bounds of C·output (see CrownEngine), both

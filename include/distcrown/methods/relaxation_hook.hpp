@@ -66,6 +66,11 @@ class RelaxationHook {
   /// and for the input (node 0, the A that is concretized over the box).
   virtual void observe(int /*start*/, int /*node*/, const BoundA& /*a*/) {}
 
+  /// Whether the passes from intermediate start `start` carry this hook's parameters. When not,
+  /// the engine bounds that start with CROWN's own relaxations and without autograd (its bounds
+  /// are constants to what follows): α-CROWN under a memory limit.
+  [[nodiscard]] virtual bool optimises(int /*start*/) { return true; }
+
   /// Whether the hook carries point-split multipliers for `node` (a node with
   /// OpTraits::splits_anywhere; RelaxParams::split_point): the node is then observe()d and asked
   /// params() even without relaxation parameters, and the engine adds the β term.
