@@ -50,6 +50,45 @@ at::Tensor widen(const at::Tensor& rows, const at::Tensor& features, const at::T
 
 }  // namespace
 
+int64_t live_bytes_in_step(const c10::Device& device, const collective::CommPtr& in_step) {
+  const int64_t mine = memory::usage(device).live_bytes;
+  if (!in_step || in_step->size() == 1) return mine;
+  int64_t most = 0;
+  for (const std::string& text : in_step->all_gather_strings(std::to_string(mine))) {
+    most = std::max<int64_t>(most, std::stoll(text));
+  }
+  return most;
+}
+
+namespace {
+
+// The reference's bounds of the batch elements in `mask` ([batch] bool) tightened by the
+// engine's this iteration (elementwise).
+void tighten_reference(std::vector<std::optional<Interval>>& reference, const BoundGraph& g,
+                       const CrownEngine& engine, const at::Tensor& mask) {
+  for (int i = 1; i < g.size(); ++i) {
+    if (!g.is_pre_activation(i)) continue;
+    auto& slot = reference[size_t(i)];
+    const Interval now = detached(engine.bounds(i));
+    const Interval t = tighter(*slot, now);
+    std::vector<int64_t> shape(size_t(now.lower.dim()), 1);
+    shape[0] = mask.size(0);
+    const at::Tensor m = mask.reshape(shape);
+    slot = Interval{at::where(m, t.lower, slot->lower), at::where(m, t.upper, slot->upper)};
+  }
+}
+
+// Whether the next iteration would hold more than the context's limit: what is live now (the
+// whole autograd graph, which the next iteration builds again) and, before the first step, the
+// two moments Adam will allocate for `unmoved_alpha_bytes` of α.
+bool next_iteration_over_limit(const PassContext& context, const collective::CommPtr& in_step,
+                               const c10::Device& device, int64_t unmoved_alpha_bytes) {
+  return context.memory_limit_bytes > 0 &&
+         live_bytes_in_step(device, in_step) + 2 * unmoved_alpha_bytes > context.memory_limit_bytes;
+}
+
+}  // namespace
+
 int64_t AlphaSlopes::positions_per_row(int start) const {
   const auto& shape = g_.node(start).shape;  // [1, *]
   if (start == g_.output() || shape.size() != 4) return 1;
@@ -152,16 +191,6 @@ AlphaSlopes::Slopes& AlphaSlopes::prepare(int start, int node, const at::Tensor&
     s.projected_version = s.alpha._version();
   }
   return s;
-}
-
-int64_t live_bytes_in_step(const c10::Device& device, const collective::CommPtr& in_step) {
-  const int64_t mine = memory::usage(device).live_bytes;
-  if (!in_step || in_step->size() == 1) return mine;
-  int64_t most = 0;
-  for (const std::string& text : in_step->all_gather_strings(std::to_string(mine))) {
-    most = std::max<int64_t>(most, std::stoll(text));
-  }
-  return most;
 }
 
 bool AlphaSlopes::optimises(int start) {
@@ -404,16 +433,7 @@ AlphaResult alpha_crown(const AlphaOptions& alpha, const PassContext& context, c
         const at::Tensor mask = score > saved;  // [batch]
         if (mask.any().item<bool>()) {
           saved = at::where(mask, score, saved);
-          for (int i = 1; i < g.size(); ++i) {
-            if (!g.is_pre_activation(i)) continue;
-            auto& slot = reference[size_t(i)];
-            const Interval now = detached(engine.bounds(i));
-            const Interval t = tighter(*slot, now);
-            std::vector<int64_t> shape(size_t(now.lower.dim()), 1);
-            shape[0] = mask.size(0);
-            const at::Tensor m = mask.reshape(shape);
-            slot = Interval{at::where(m, t.lower, slot->lower), at::where(m, t.upper, slot->upper)};
-          }
+          tighten_reference(reference, g, engine, mask);
         }
       }
       if (improved && lower_side) {
@@ -430,12 +450,8 @@ AlphaResult alpha_crown(const AlphaOptions& alpha, const PassContext& context, c
       // loss; the gathers' backward sums the ranks' shares (collective/autograd.hpp, partial).
       if (spec_ranks > 1) loss = loss / double(spec_ranks);
       const std::vector<at::Tensor> params = slopes.parameters();
-      // The autograd graph is whole here: the next iteration holds about as much again, and
-      // after the first step Adam's two moments of every α as well.
-      const int64_t moments = it == 0 ? 2 * slopes.bytes() : 0;
       const bool over_limit =
-          context.memory_limit_bytes > 0 &&
-          live_bytes_in_step(g.device(), in_step) + moments > context.memory_limit_bytes;
+          next_iteration_over_limit(context, in_step, g.device(), it == 0 ? slopes.bytes() : 0);
       result.memory_limited = result.memory_limited || over_limit;
       if (it + 1 == alpha.iterations || params.empty() || !loss.requires_grad() || out_of_time() ||
           over_limit) {
