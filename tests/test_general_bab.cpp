@@ -2,10 +2,12 @@
 // layout splits, the children of a split at a point inside an element's interval (sound by
 // sampling, in float32 and float64), and a Tanh network's property that α-CROWN leaves open,
 // proved by splitting Tanh inputs.
+#include "bab/branch_points.hpp"
 #include "bab/branching.hpp"
 #include "bab/relu_layout.hpp"
 #include "bab_testing.hpp"
 #include "ops/add_sub.hpp"
+#include "ops/convex.hpp"
 #include "ops/s_shaped.hpp"
 
 namespace distcrown {
@@ -55,9 +57,10 @@ TEST(GeneralBab, LayoutSplitsTanhInputsOnceEach) {
   EXPECT_EQ(mixed.relu_index().size(), 1u);
 }
 
-// Both children of a split of the first Tanh's widest input at its midpoint bound Y_0 from below
-// over their part of the box: every sampled input whose pre-activation lies on the child's side
-// has its output at or above the child's bound; with α/β steps as without.
+// Both children of a split of the first Tanh's widest input, at its midpoint and at its tabulated
+// branch point, bound Y_0 from below over their part of the box: every sampled input whose
+// pre-activation lies on the child's side has its output at or above the child's bound; with α/β
+// steps as without.
 TEST(GeneralBab, ChildrenOfAPointSplitAreSoundBySampling) {
   const std::vector<Layer> layers = random_layers({5, 20, 20, 1}, 12);
   for (const at::ScalarType dtype : {at::kFloat, at::kDouble}) {
@@ -74,31 +77,84 @@ TEST(GeneralBab, ChildrenOfAPointSplitAreSoundBySampling) {
     const int64_t j = (in.upper - in.lower).reshape({-1}).argmax().item<int64_t>();
     const double l = in.lower.reshape({-1})[j].item<double>();
     const double u = in.upper.reshape({-1})[j].item<double>();
-    const std::optional<double> p = bab::split_midpoint(l, u, dtype);
-    ASSERT_TRUE(p.has_value());
+    const bab::detail::BranchPoints table(g, layout);
     const at::Tensor x = uniform_points(gen, box, 20000);
     const std::vector<at::Tensor> values = g.forward_values(x);
     const at::Tensor z = values[size_t(pre)].reshape({x.size(0), -1}).select(1, j);
     const at::Tensor y = values[size_t(g.output())].reshape({-1});
-    for (const bool above : {false, true}) {
-      const bab::Split s{layout.relu(0), j, *p,
-                         above ? bab::Split::Side::kAbove : bab::Split::Side::kBelow};
-      const at::Tensor side = above ? z >= *p : z <= *p;
-      ASSERT_GT(side.sum().item<int64_t>(), 100) << "too few samples on the side";
-      const double sampled = y.masked_select(side).min().item<double>();
-      for (const int iterations : {0, 5}) {
-        const double lb = lower_bound_with_splits(
-                              g, box, at::eye(1, at::TensorOptions().dtype(dtype)), {s}, iterations)
-                              .item<double>();
-        EXPECT_LE(lb, sampled + kTol * std::max(1.0, std::abs(sampled)))
-            << (above ? "above" : "below") << ", " << iterations << " iterations: bound " << fmt(lb)
-            << " over the sampled minimum " << fmt(sampled);
+    for (const std::optional<double> p :
+         {bab::split_midpoint(l, u, dtype), table.point(0, l, u, dtype)}) {
+      ASSERT_TRUE(p.has_value());
+      SCOPED_TRACE("split at " + fmt(*p));
+      for (const bool above : {false, true}) {
+        const bab::Split s{layout.relu(0), j, *p,
+                           above ? bab::Split::Side::kAbove : bab::Split::Side::kBelow};
+        const at::Tensor side = above ? z >= *p : z <= *p;
+        ASSERT_GT(side.sum().item<int64_t>(), 100) << "too few samples on the side";
+        const double sampled = y.masked_select(side).min().item<double>();
+        for (const int iterations : {0, 5}) {
+          const double lb =
+              lower_bound_with_splits(g, box, at::eye(1, at::TensorOptions().dtype(dtype)), {s},
+                                      iterations)
+                  .item<double>();
+          EXPECT_LE(lb, sampled + kTol * std::max(1.0, std::abs(sampled)))
+              << (above ? "above" : "below") << ", " << iterations << " iterations: bound "
+              << fmt(lb) << " over the sampled minimum " << fmt(sampled);
+        }
       }
     }
     EXPECT_THROW(
         lower_bound_with_splits(g, box, at::eye(1, at::TensorOptions().dtype(dtype)),
                                 {{layout.relu(0), j, u + 1.0, bab::Split::Side::kBelow}}, 0),
         InvalidArgument);
+  }
+}
+
+// The tabulated branch points (GenBaB's optimised points): a table for each function defined on
+// the whole grid, none for Reciprocal; on the grid's intervals, whose table entry is exact, the
+// point is strictly inside and its children's relaxations enclose no more area than the
+// midpoint's (the midpoint is one of the candidates); off the grid, the midpoint.
+TEST(GeneralBab, BranchPointsNeverEncloseMoreAreaThanTheMidpoint) {
+  using bab::detail::BranchPointTable;
+  EXPECT_FALSE(BranchPointTable::build(*ops::make_reciprocal(), at::kDouble).has_value());
+  const BoundGraph g = tanh_net(random_layers({3, 8, 8, 1}, 4), at::kFloat, false);
+  const bab::detail::ReluLayout layout(g);
+  const bab::detail::BranchPoints points(g, layout);
+  ASSERT_TRUE(points.optimised(0));
+  EXPECT_EQ(points.point(0, -7.0, 7.0, at::kDouble), 0.0);  // off the grid: the midpoint
+  for (const NodePtr& op : {ops::make_tanh(), ops::make_erf(), ops::make_exp()}) {
+    SCOPED_TRACE(op->op_type());
+    const std::optional<BranchPointTable> table = BranchPointTable::build(*op, at::kDouble);
+    ASSERT_TRUE(table.has_value());
+    at::Generator gen = at::detail::createCPUGenerator(3);
+    const at::Tensor ij = std::get<0>(at::randint(101, {2, 300}, gen, at::kLong).sort(0));
+    std::vector<double> l, p, m, u;
+    for (int64_t k = 0; k < ij.size(1); ++k) {
+      const int64_t i = ij[0][k].item<int64_t>();
+      const int64_t j = ij[1][k].item<int64_t>();
+      if (i == j) continue;
+      l.push_back(BranchPointTable::kLow + double(i) * BranchPointTable::kStep);
+      u.push_back(BranchPointTable::kLow + double(j) * BranchPointTable::kStep);
+      const std::optional<double> r = table->ratio(l.back(), u.back());
+      ASSERT_TRUE(r.has_value());
+      ASSERT_GT(*r, 0.0);
+      ASSERT_LT(*r, 1.0);
+      p.push_back(l.back() + *r * (u.back() - l.back()));
+      m.push_back((l.back() + u.back()) / 2);
+    }
+    const auto t = [](const std::vector<double>& v) {
+      return at::tensor(v, at::TensorOptions().dtype(at::kDouble));
+    };
+    // One batch for both: the S-shaped relaxations' tangent points are found to a precision
+    // that depends on the batch, which moves an area by up to ~0.5 % from one batch to another.
+    const int64_t n = int64_t(l.size());
+    const at::Tensor both = BranchPointTable::children_area(
+        *op, at::cat({t(l), t(l)}), at::cat({t(p), t(m)}), at::cat({t(u), t(u)}));
+    const at::Tensor at_point = both.slice(0, 0, n);
+    const at::Tensor at_mid = both.slice(0, n);
+    EXPECT_TRUE((at_point <= at_mid * (1 + 1e-2) + 1e-9).all().item<bool>())
+        << "worst excess " << fmt((at_point - at_mid).max().item<double>());
+    EXPECT_TRUE((at_point >= -1e-9).all().item<bool>());
   }
 }
 

@@ -65,6 +65,7 @@ class ReluBab {
         own_progress_(o.progress, context.deadline, g.device()),
         progress_(context.progress != nullptr ? *context.progress : own_progress_),
         layout_(g),
+        points_(g, layout_),
         K_(problem.objective.rhs.size(0)),
         share_(spec_parallel_share(o, context.world, g)),
         // Spec-parallel: each rank keeps the domains it bounded, so the round's plan is made over
@@ -113,6 +114,7 @@ class ReluBab {
   Progress own_progress_;
   Progress& progress_;  // the context's, or own_progress_
   detail::ReluLayout layout_;
+  detail::BranchPoints points_;  // where general split nodes' elements are split
   int64_t K_;
   collective::CommPtr share_;  // the group's ranks that split each batch; null: none
   /// Who holds domains in the round exchange: the groups, or under spec-parallel each rank.
@@ -280,7 +282,7 @@ void ReluBab::split_and_bound(std::vector<std::pair<int64_t, Domain>>& planned, 
   for (auto& [p, d] : planned) parents.push_back(std::move(d));
   if (parents.empty() && !share_) return;  // spec-parallel: the group's passes stay in step
   const std::vector<Split> picks =
-      detail::choose_splits(parents, batch, units_.groups, o_, layout_, bounder_);
+      detail::choose_splits(parents, batch, units_.groups, o_, layout_, points_, bounder_);
   std::vector<Domain> children;
   for (size_t i = 0; i < parents.size(); ++i) {
     const int64_t id = first_id + 2 * planned[i].first;

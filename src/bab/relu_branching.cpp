@@ -14,11 +14,12 @@ namespace distcrown::bab::detail {
 namespace {
 
 // The flat index over every split node's neurons (the scores' N_all) as a split of `parent`
-// (its below side): a ReLU's at 0, a general node's at the midpoint of the element's interval,
-// for domains shaped like `shapes`.
+// (its below side): a ReLU's at 0, a general node's at its branch point inside the element's
+// interval, for domains shaped like `shapes`.
 class NeuronIndex {
  public:
-  NeuronIndex(const Domain& shapes, const ReluLayout& layout) : layout_(layout) {
+  NeuronIndex(const Domain& shapes, const ReluLayout& layout, const BranchPoints& points)
+      : layout_(layout), points_(points) {
     offsets_.push_back(0);
     for (size_t r = 0; r < layout.size(); ++r) {
       offsets_.push_back(offsets_.back() + shapes.lower[r].numel());
@@ -30,16 +31,17 @@ class NeuronIndex {
     const int64_t j = flat - offsets_[r];
     if (!layout_.general(r)) return relu_split(layout_.relu(r), j, false);
     const at::Tensor& lo = parent.lower[r];
-    const std::optional<double> mid =
-        split_midpoint(lo.view({-1})[j].item<double>(),
-                       parent.upper[r].view({-1})[j].item<double>(), lo.scalar_type());
+    const std::optional<double> at =
+        points_.point(r, lo.view({-1})[j].item<double>(),
+                      parent.upper[r].view({-1})[j].item<double>(), lo.scalar_type());
     // A domain is split only on a neuron that scored (general_scores: midpoint inside).
-    if (!mid) throw Error("internal: a general split without a point inside");
-    return Split{layout_.relu(r), j, *mid, Split::Side::kBelow};
+    if (!at) throw Error("internal: a general split without a point inside");
+    return Split{layout_.relu(r), j, *at, Split::Side::kBelow};
   }
 
  private:
   const ReluLayout& layout_;
+  const BranchPoints& points_;
   std::vector<int64_t> offsets_;
 };
 
@@ -47,8 +49,8 @@ class NeuronIndex {
 
 std::vector<Split> choose_splits(const std::vector<Domain>& parents, int64_t batch, int holders,
                                  const BabOptions& options, const ReluLayout& layout,
-                                 DomainBounder& bounder) {
-  const NeuronIndex index(parents.empty() ? bounder.spare() : parents.front(), layout);
+                                 const BranchPoints& points, DomainBounder& bounder) {
+  const NeuronIndex index(parents.empty() ? bounder.spare() : parents.front(), layout, points);
   std::vector<Split> picks;
   const bool fsb = options.branching == Branching::kFsb && options.fsb_candidates > 1;
   std::vector<std::vector<int64_t>> cands(parents.size());

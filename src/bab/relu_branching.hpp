@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "bab/branch_points.hpp"
 #include "bab/split.hpp"
 #include "distcrown/bab/bab.hpp"
 #include "domain.hpp"
@@ -17,9 +18,10 @@ namespace distcrown::bab::detail {
 /// One split per parent, in order. `holders`: the units that hold domains in the round exchange
 /// (groups, or ranks under spec-parallel): FSB's trials are bounded in pieces no larger than the
 /// children of one holder's share of a `batch`. Under spec-parallel, collective over the group
-/// (FSB's trial passes), also on a rank without parents.
+/// (FSB's trial passes), also on a rank without parents. A general node's element is split at
+/// `points`' point.
 std::vector<Split> choose_splits(const std::vector<Domain>& parents, int64_t batch, int holders,
                                  const BabOptions& options, const ReluLayout& layout,
-                                 DomainBounder& bounder);
+                                 const BranchPoints& points, DomainBounder& bounder);
 
 }  // namespace distcrown::bab::detail
