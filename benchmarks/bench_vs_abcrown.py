@@ -36,7 +36,13 @@ complete_verifier/abcrown.py
     environment also gets OMP_NUM_THREADS=MKL_NUM_THREADS=1),
   * wraps onnx2pytorch.ConvertModel so that it accepts the `quirks` keyword alpha-beta-CROWN
     passes (its own onnx2pytorch fork has it; PyPI's 0.6.0 does not) and ignores it when empty
-    (a non-empty quirks dict is an error, as PyPI's converter cannot honour it).
+    (a non-empty quirks dict is an error, as PyPI's converter cannot honour it),
+  * two more differences of PyPI's onnx2pytorch 0.6.0 from alpha-beta-CROWN's fork, which the
+    vit_2023 models (opset 9) need and which change no value: a pre-opset-13 Softmax over the
+    last axis normalises along that axis (0.6.0 coerces to 2-D first, folding the batch into
+    the rows, which auto_LiRPA's batch handling cannot take), and Shape returns
+    torch._shape_as_tensor (traced as a Shape operation; 0.6.0's constant tensor bakes batch 1
+    into the reshapes, and branch and bound's batches then fail).
 The source tree itself is not modified.
 
 alpha-beta-CROWN command per instance (run in <abcrown-dir>/complete_verifier):
@@ -75,7 +81,38 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = {
     "acasxu": ("exp_configs/vnncomp21/acasxu.yaml", []),
     "mnist_fc": ("exp_configs/vnncomp22/mnistfc.yaml", ["--complete_verifier", "bab"]),
+    # GenBaB: its VNN-COMP 2023 vit config as it stands (BBPS branching by default).
+    "vit": ("exp_configs/vnncomp23/vit.yaml", []),
+    # Its VNN-COMP 2021 eran config skips complete verification (alpha-CROWN with 1000
+    # iterations only); `--complete_verifier bab` gives it GenBaB on what that leaves open.
+    "eran_sigmoid": ("exp_configs/vnncomp21/eran_sigmoid.yaml", ["--complete_verifier", "bab"]),
 }
+
+
+def patch_softmax_and_shape():
+    """The two onnx2pytorch 0.6.0 patches of the docstring (same values, batch kept)."""
+    import torch
+    import onnx2pytorch.operations.shape as shape_op
+    import onnx2pytorch.operations.softmax as softmax_op
+
+    plain = softmax_op.NormalizingOperator.forward
+
+    def normalise(self, x):
+        axis = self.dim + x.ndim if self.dim < 0 else self.dim
+        if self.opset_version < 13 and axis == x.ndim - 1:
+            return self.normalize(x, axis)
+        return plain(self, x)
+
+    def shape(self, x):
+        rank = x.ndim
+        start = self.start + rank if self.start < 0 else self.start
+        start = min(max(start, 0), rank)
+        end = rank if self.end is None else min(max(self.end + rank if self.end < 0
+                                                    else self.end, 0), rank)
+        return torch._shape_as_tensor(x)[start:end]
+
+    softmax_op.NormalizingOperator.forward = normalise
+    shape_op.Shape.forward = shape
 
 
 def launch_abcrown(argv):
@@ -100,6 +137,7 @@ def launch_abcrown(argv):
 
     onnx2pytorch.ConvertModel = ConvertModel
     onnx2pytorch.convert.ConvertModel = ConvertModel
+    patch_softmax_and_shape()
     sys.path.insert(0, os.getcwd())
     sys.argv = ["abcrown.py"] + argv
     runpy.run_path("abcrown.py", run_name="__main__")
@@ -232,6 +270,9 @@ def main():
     ap.add_argument("--binary", default=os.path.join(ROOT, "build", "bin", "distcrown"),
                     help="distcrown binary (the run used /work/main/build/bin/distcrown)")
     ap.add_argument("--benchmark", action="append", help="benchmark name(s) (default: all)")
+    ap.add_argument("--instances",
+                    help="a list of instances instead of the fixtures' (bench_vnncomp.py's "
+                         "columns, paths relative to the list's folder; benchmark: a CONFIGS key)")
     ap.add_argument("--model", action="append",
                     help="only mnist_fc models whose file name contains this")
     ap.add_argument("--spec", action="append", help="only specs whose file name contains this")
@@ -254,7 +295,8 @@ def main():
             for e in csv.DictReader(f):
                 if e["abcrown_result"] != "skipped":
                     earlier[(e["model"], e["spec"], float(e["timeout_s"]))] = e
-    expected = os.path.join(a.fixtures, "expected", "vnncomp_results.csv")
+    expected = a.instances or os.path.join(a.fixtures, "expected", "vnncomp_results.csv")
+    base = os.path.dirname(os.path.abspath(a.instances)) if a.instances else a.fixtures
     with open(expected) as f:
         rows = list(csv.DictReader(f))
     rows = [r for r in rows if r["benchmark"] in CONFIGS]
@@ -281,8 +323,8 @@ def main():
         timeout = float(r["timeout_s"])
         if a.timeout_cap > 0:
             timeout = min(timeout, a.timeout_cap)
-        model = os.path.abspath(os.path.join(a.fixtures, r["model"]))
-        spec = os.path.abspath(os.path.join(a.fixtures, r["spec"]))
+        model = os.path.abspath(os.path.join(base, r["model"]))
+        spec = os.path.abspath(os.path.join(base, r["spec"]))
         d_got, d_s, d_worst, d_domains = (("skipped", 0.0, None, None) if a.skip_distcrown else
                                           run_distcrown(a, model, spec, timeout))
         e = earlier.get((r["model"], r["spec"], timeout))
