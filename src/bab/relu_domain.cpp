@@ -16,6 +16,19 @@ at::Tensor general_alpha(const at::Tensor& initial, int64_t K, int64_t neuron_di
   return (initial.dim() > neuron_dims ? a.movedim(2, 1) : a).contiguous();
 }
 
+at::Tensor general_alpha_from(const at::Tensor& optimised, const at::Tensor& initial,
+                              int64_t neuron_dims) {
+  std::vector<int64_t> expected{optimised.size(0)};
+  expected.insert(expected.end(), initial.sizes().begin(), initial.sizes().end());
+  if (optimised.sizes() != at::IntArrayRef(expected)) {
+    throw Error("internal: the root's alpha of a general node is shaped " +
+                c10::str(optimised.sizes()) + ", not [K, *P] of its initial parameters");
+  }
+  // The same layout as general_alpha's: a P = [k, 1, *shape] moves its batch to dim 1.
+  const at::Tensor a = optimised.detach().to(initial.scalar_type());
+  return (initial.dim() > neuron_dims ? a.movedim(2, 1) : a).contiguous();
+}
+
 Domain make_root(const BoundGraph& g, const ReluLayout& layout, int64_t K,
                  const std::vector<Interval>& bounds,
                  const std::map<int, at::Tensor>& output_alpha) {
@@ -33,7 +46,10 @@ Domain make_root(const BoundGraph& g, const ReluLayout& layout, int64_t K,
                             ? layout.whole(it->second, r)
                             : op.initial_relaxation_params(b).expand(shape).clone());
     } else if (layout.has_alpha(r)) {
-      d.alpha.push_back(general_alpha(op.initial_relaxation_params(b), K, b.lower.dim()));
+      const at::Tensor initial = op.initial_relaxation_params(b);  // [*P]
+      d.alpha.push_back(it != output_alpha.end()
+                            ? general_alpha_from(it->second, initial, b.lower.dim())
+                            : general_alpha(initial, K, b.lower.dim()));
     } else {
       // Zeros stand in for the α of a node without parameters: every split node's tensors
       // batch alike.

@@ -20,8 +20,9 @@
 namespace distcrown::bab::detail {
 
 /// A domain without splits over `bounds` (each ReLU input's, this rank's neurons under TP), with
-/// the output α of `output_alpha` where given (ReLU node -> [K, 1, *shape]), else CROWN's slopes;
-/// β = 0. Domains keep every neuron (ReluLayout::whole).
+/// the output α of `output_alpha` where given (the root α-CROWN's: ReLU node -> [K, 1, *shape],
+/// general node -> [K, *P]), else CROWN's slopes or the op's initial parameters; β = 0. Domains
+/// keep every neuron (ReluLayout::whole).
 Domain make_root(const BoundGraph& g, const ReluLayout& layout, int64_t K,
                  const std::vector<Interval>& bounds,
                  const std::map<int, at::Tensor>& output_alpha);
@@ -31,6 +32,10 @@ Domain make_root(const BoundGraph& g, const ReluLayout& layout, int64_t K,
 /// [K, 1, k, *shape] (the batch at dim 1, as every field of a domain batches). Ops read
 /// [rows, *P] (relu_bounding.cpp moves the batch back).
 at::Tensor general_alpha(const at::Tensor& initial, int64_t K, int64_t neuron_dims);
+/// The same layout from α-CROWN's optimised output α of the node ([K, *P], P = initial's
+/// shape).
+at::Tensor general_alpha_from(const at::Tensor& optimised, const at::Tensor& initial,
+                              int64_t neuron_dims);
 
 /// Why `split` cannot split `d` (empty when it can): its node is not one of `layout`'s, its
 /// element is out of range, a ReLU's point is not 0, or a general node's is not strictly inside
