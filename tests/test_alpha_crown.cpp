@@ -396,12 +396,24 @@ TEST(AlphaCrown, SparseAlphaHoldsRowsForUnstableNeuronsOnly) {
   expect_alpha_tight_and_sound(g, box, gen, "sparse");
 }
 
-TEST(AlphaCrown, StopsOnceTheGoalIsProved) {
-  const auto& c = kMlps[0];
+// A random MLP of kMlps, a box of twice its radius (float32), its generator after drawing the
+// box, and CROWN's bounds there.
+struct MlpCase {
+  BoundGraph g;
+  at::Generator gen;
+  InputBox box;
+  Interval crown;
+};
+MlpCase mlp_case(const MlpConfig& c) {
   BoundGraph g = io::make_random_mlp(c.in, c.hidden, c.depth, c.out, c.seed);
   at::Generator gen = at::detail::createCPUGenerator(c.seed * 31 + 7);
   const InputBox box = random_box(gen, c.in, 2 * c.radius, at::kFloat);
   const Interval crown = compute_bounds(g, box, Method::kCrown);
+  return {std::move(g), gen, box, crown};
+}
+
+TEST(AlphaCrown, StopsOnceTheGoalIsProved) {
+  auto [g, gen, box, crown] = mlp_case(kMlps[0]);
   AlphaOptions ao;
   ao.iterations = 20;
   ao.early_stop_patience = 100;
@@ -430,11 +442,7 @@ TEST(AlphaCrown, MemoryLimitLeavesStartsOutAndStaysSound) {
   // past half of it are bounded by CROWN without α, and the result is still never looser than
   // CROWN (iteration 0 is CROWN) and sound. A limit that does not bind changes nothing.
   memory::install_counting_allocator();
-  const auto& c = kMlps[3];
-  BoundGraph g = io::make_random_mlp(c.in, c.hidden, c.depth, c.out, c.seed);
-  at::Generator gen = at::detail::createCPUGenerator(c.seed * 31 + 7);
-  const InputBox box = random_box(gen, c.in, 2 * c.radius, at::kFloat);
-  const Interval crown = compute_bounds(g, box, Method::kCrown);
+  auto [g, gen, box, crown] = mlp_case(kMlps[3]);
   AlphaOptions ao;
   ao.iterations = 10;
   const AlphaResult free = alpha_crown(ao, {}, g, box);
