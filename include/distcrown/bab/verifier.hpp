@@ -83,7 +83,8 @@ struct VerifyResult {
   std::optional<double> worst_bound;
   double bab_seconds = 0;  // in branch and bound (after the attack and the root)
   /// The smallest batch a ReLU-splitting round ran with (0: none ran), and whether the memory
-  /// limit (RunContext::memory_limit_bytes) shrank a batch or ended a branch and bound.
+  /// limit (RunContext::memory_limit_bytes) shrank a batch, ended a branch and bound or stopped
+  /// the root α-CROWN's optimisation (AlphaResult::memory_limited).
   int64_t bab_min_batch = 0;
   bool memory_limited = false;
   double seconds = 0;
