@@ -10,9 +10,12 @@ the machine ends with an allocation error instead of the kernel's out-of-memory 
       --limit 4000 --limit 8000 --iterations 3 [--binary OTHER/distcrown --binary-label before]
 
 A limit of 'none' runs without --memory-limit (the binary's default). A run that fails prints
-its last error line in the table's note column.
+its last error line in the table's note column. --csv appends one row per run (binary label,
+limit, peak MB, starts left out, stopped, time, mean lower bound, note), so that two binaries
+go in one file.
 """
 import argparse
+import csv
 import json
 import os
 import subprocess
@@ -36,7 +39,10 @@ def run_one(binary, model, vnnlib, iterations, limit, cap_gb):
         wall = time.monotonic() - t0
         if p.returncode != 0 or not os.path.exists(out):
             lines = [l for l in p.stderr.splitlines() if "error" in l]
-            return {"wall": wall, "error": (lines[-1] if lines else f"exit {p.returncode}")[:90]}
+            error = (lines[-1] if lines else f"exit {p.returncode}")[:90]
+            if "can't allocate memory" in error:
+                error = f"allocation failed at the {cap_gb:g} GB address-space cap"
+            return {"wall": wall, "error": error}
         d = json.load(open(out))
     rank = d["memory"]["ranks"][0]
     lower = d["lower"]
@@ -55,6 +61,7 @@ def main():
     ap.add_argument("--iterations", type=int, default=3)
     ap.add_argument("--limit", action="append", help="MB, or 'none' (repeatable)")
     ap.add_argument("--cap-gb", type=float, default=20.0, help="address-space cap of each run")
+    ap.add_argument("--csv", help="append one row per run here")
     a = ap.parse_args()
     limits = a.limit or ["none"]
     print(f"binary: {a.binary_label}; model {os.path.basename(a.model)}, property "
@@ -67,11 +74,20 @@ def main():
     for limit in limits:
         r = run_one(a.binary, a.model, a.vnnlib, a.iterations, limit, a.cap_gb)
         if "error" in r:
-            print(f"| {limit} | – | – | – | {r['wall']:.1f} | – | {r['error']} |")
+            row = [a.binary_label, limit, "", "", "", f"{r['wall']:.1f}", "", r["error"]]
         else:
-            print(f"| {limit} | {r['peak'] / 1e6:.0f} | {r['left_out']} | {r['limited']} | "
-                  f"{r['time']:.1f} | {r['mean_lower']:.6g} | |")
+            row = [a.binary_label, limit, f"{r['peak'] / 1e6:.0f}", r["left_out"], r["limited"],
+                   f"{r['time']:.1f}", f"{r['mean_lower']:.6g}", ""]
+        print("| " + " | ".join(str(c) if c != "" else "–" for c in row[1:]) + " |")
         sys.stdout.flush()
+        if a.csv:
+            new = not os.path.exists(a.csv)
+            with open(a.csv, "a", newline="") as f:
+                w = csv.writer(f)
+                if new:
+                    w.writerow(["binary", "limit_mb", "peak_mb", "starts_left_out",
+                                "stopped_at_limit", "time_s", "mean_lower", "note"])
+                w.writerow(row)
 
 
 if __name__ == "__main__":

@@ -342,6 +342,18 @@ def render_bab_memory(m, t, parts):
                      "A+temp MB", "rounds", "time s"], body)
 
 
+def render_alpha_memory(m, t, parts):
+    body = []
+    for label, p in parts:
+        for r in rows(p):
+            body.append([r["binary"], r["limit_mb"] if r["limit_mb"] != "none" else "–",
+                         r["peak_mb"] or "–", r["starts_left_out"] or "–",
+                         r["stopped_at_limit"] or "–", r["time_s"], r["mean_lower"] or "–",
+                         r["note"] or "", label])
+    return md_table(["binary", "--memory-limit MB", "peak tensors MB", "starts left out",
+                     "stopped at the limit", "time s", "mean lower bound", "note", "run"], body)
+
+
 def fsdp_pivot(part):
     """(model, chunk, P) -> {mode: row}."""
     out = {}
@@ -518,6 +530,7 @@ RENDER = {
     "verify": render_verify, "verify_general": render_verify, "vs_abcrown": render_vs_abcrown,
     "wide_memory": render_wide_memory,
     "patches_memory": render_patches_memory, "bab_memory": render_bab_memory,
+    "alpha_memory": render_alpha_memory,
     "fsdp": render_fsdp, "tp": render_tp, "bab_parallel": render_bab_parallel,
     "verify_sharded": render_verify_sharded, "gpu": render_gpu, "robustness": render_robustness,
 }
