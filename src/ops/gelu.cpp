@@ -30,6 +30,8 @@
 //          as value, its tightest intercept (sound whatever t, never looser than the tangent), as
 //          gradient the tangent's, which BoundGelu follows: the two agree wherever the tangent
 //          touches f in [l, u] alone. So α follows auto_LiRPA's optimisation (test_op_refs).
+#include "ops/gelu.hpp"
+
 #include <ATen/ATen.h>
 
 #include <c10/core/GradMode.h>
@@ -402,6 +404,8 @@ Value lower_gelu(LoweringContext& ctx) {
 }
 
 }  // namespace
+
+NodePtr make_gelu() { return std::make_unique<BoundGeluFn>(); }
 
 void register_gelu(OpRegistry& r) { r.add("Gelu", {.first = 20}, lower_gelu); }
 

@@ -259,6 +259,7 @@ Value lower_s_shaped(LoweringContext& ctx) {
 
 }  // namespace
 
+NodePtr make_sigmoid() { return std::make_unique<BoundSShaped>(SShape::kSigmoid); }
 NodePtr make_tanh() { return std::make_unique<BoundSShaped>(SShape::kTanh); }
 NodePtr make_erf() { return std::make_unique<BoundSShaped>(SShape::kErf); }
 

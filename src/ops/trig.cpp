@@ -42,6 +42,8 @@
 //   looser than the tangent), as gradient the tangent's, which BoundSin follows: the two agree
 //   wherever the tangent touches f in [l, u]. BoundCos initialises the midpoint entries at the
 //   midpoint of x, not of x + π/2 (so they start projected onto an end); ours does the same.
+#include "ops/trig.hpp"
+
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
@@ -464,6 +466,9 @@ Value lower_trig(LoweringContext& ctx) {
 }
 
 }  // namespace
+
+NodePtr make_sin() { return std::make_unique<BoundTrig>(Trig::kSin); }
+NodePtr make_cos() { return std::make_unique<BoundTrig>(Trig::kCos); }
 
 void register_trig(OpRegistry& r) {
   r.add("Sin", {.first = 7}, lower_trig<Trig::kSin>);
