@@ -108,10 +108,7 @@ std::optional<double> BranchPoints::point(size_t r, double l, double u,
                                           at::ScalarType dtype) const {
   if (table_of_[r] >= 0) {
     if (const std::optional<double> t = tables_[size_t(table_of_[r])].ratio(l, u)) {
-      const double p = at::scalar_tensor(l + *t * (u - l), at::TensorOptions().dtype(at::kDouble))
-                           .to(dtype)
-                           .item<double>();
-      if (p > l && p < u) return p;
+      if (const std::optional<double> p = split_point_at(l, u, *t, dtype)) return p;
     }
   }
   return split_midpoint(l, u, dtype);

@@ -27,12 +27,16 @@ BabsrScores babsr_scores(const at::Tensor& A, const at::Tensor& row_weight, cons
           at::where(unstable, (intercept_k * weight).sum(0) / rows, zero)};
 }
 
+std::optional<double> split_point_at(double l, double u, double ratio, at::ScalarType dtype) {
+  const double p = at::scalar_tensor(l + ratio * (u - l), at::TensorOptions().dtype(at::kDouble))
+                       .to(dtype)
+                       .item<double>();
+  if (!(p > l && p < u)) return std::nullopt;
+  return p;
+}
+
 std::optional<double> split_midpoint(double l, double u, at::ScalarType dtype) {
-  const double mid = at::scalar_tensor(l + (u - l) / 2, at::TensorOptions().dtype(at::kDouble))
-                         .to(dtype)
-                         .item<double>();
-  if (!(mid > l && mid < u)) return std::nullopt;
-  return mid;
+  return split_point_at(l, u, 0.5, dtype);  // 0.5·(u − l) is (u − l) / 2 exactly
 }
 
 at::Tensor general_scores(const at::Tensor& A, const at::Tensor& row_weight,

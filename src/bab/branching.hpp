@@ -27,9 +27,11 @@ struct BabsrScores {
 BabsrScores babsr_scores(const at::Tensor& A, const at::Tensor& row_weight, const at::Tensor& lower,
                          const at::Tensor& upper, const at::Tensor& bias, bool take_max);
 
-/// The point a general split node's element is split at (OpTraits::splits_anywhere): the
-/// midpoint of [l, u], rounded to `dtype`, when it lies strictly inside; nullopt when it does
-/// not (the interval is a few ulps wide: nothing left to split).
+/// A point to split a general split node's element at (OpTraits::splits_anywhere):
+/// l + ratio·(u − l) for a ratio in (0, 1), rounded to `dtype`, when it lies strictly inside
+/// [l, u]; nullopt when it does not (the interval is a few ulps wide).
+std::optional<double> split_point_at(double l, double u, double ratio, at::ScalarType dtype);
+/// The midpoint's (ratio 0.5): nullopt means nothing is left to split.
 std::optional<double> split_midpoint(double l, double u, at::ScalarType dtype);
 
 /// Scores of a general split node's neurons, in the units of BaBSR's: A [K, B, N] the rows'

@@ -11,9 +11,7 @@ namespace distcrown::bab::detail {
 at::Tensor general_alpha(const at::Tensor& initial, int64_t K, int64_t neuron_dims) {
   std::vector<int64_t> rows{K};
   rows.insert(rows.end(), initial.sizes().begin(), initial.sizes().end());
-  const at::Tensor a = initial.unsqueeze(0).expand(rows);  // [K, *P]
-  // P = [1, *shape] (one parameter per neuron) stays; P = [k, 1, *shape] moves its batch to 1.
-  return (initial.dim() > neuron_dims ? a.movedim(2, 1) : a).contiguous();
+  return general_alpha_from(initial.unsqueeze(0).expand(rows), initial, neuron_dims);
 }
 
 at::Tensor general_alpha_from(const at::Tensor& optimised, const at::Tensor& initial,
@@ -24,8 +22,8 @@ at::Tensor general_alpha_from(const at::Tensor& optimised, const at::Tensor& ini
     throw Error("internal: the root's alpha of a general node is shaped " +
                 c10::str(optimised.sizes()) + ", not [K, *P] of its initial parameters");
   }
-  // The same layout as general_alpha's: a P = [k, 1, *shape] moves its batch to dim 1.
-  const at::Tensor a = optimised.detach().to(initial.scalar_type());
+  // P = [1, *shape] (one parameter per neuron) stays; P = [k, 1, *shape] moves its batch to 1.
+  const at::Tensor a = optimised.detach().to(initial.scalar_type());  // [K, *P]
   return (initial.dim() > neuron_dims ? a.movedim(2, 1) : a).contiguous();
 }
 

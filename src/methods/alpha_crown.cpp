@@ -48,8 +48,8 @@ at::Tensor widen(const at::Tensor& rows, const at::Tensor& features, const at::T
       .view(out);
 }
 
-}  // namespace
-
+// Tensor bytes live on `device` (memory::usage), the most over the ranks of `in_step` (null:
+// this rank's): one host-side all-gather.
 int64_t live_bytes_in_step(const c10::Device& device, const collective::CommPtr& in_step) {
   const int64_t mine = memory::usage(device).live_bytes;
   if (!in_step || in_step->size() == 1) return mine;
@@ -59,8 +59,6 @@ int64_t live_bytes_in_step(const c10::Device& device, const collective::CommPtr&
   }
   return most;
 }
-
-namespace {
 
 // The reference's bounds of the batch elements in `mask` ([batch] bool) tightened by the
 // engine's this iteration (elementwise).

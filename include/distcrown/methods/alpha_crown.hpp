@@ -201,10 +201,6 @@ struct AlphaResult {
   bool memory_limited = false;
 };
 
-/// Tensor bytes live on `device` (memory::usage), the most over the ranks of `in_step` (null:
-/// this rank's): one host-side all-gather.
-int64_t live_bytes_in_step(const c10::Device& device, const collective::CommPtr& in_step);
-
 /// α-CROWN bounds of C·output (C [spec, n_out], undefined = identity) over `box`. It stops
 /// optimising at context.optimise_until (the best bounds so far are returned) and its passes at
 /// context.checkpoint (DeadlineReached). With context.spec_comm (spec-parallel bounding,
