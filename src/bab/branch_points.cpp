@@ -45,41 +45,36 @@ at::Tensor BranchPointTable::children_area(const BoundNode& op, const at::Tensor
   return both.slice(0, 0, m) + both.slice(0, m);
 }
 
-std::optional<BranchPointTable> BranchPointTable::build(const BoundNode& op, at::ScalarType dtype) {
+BranchPointTable::BranchPointTable(const BoundNode& op)
+    : op_(&op), ratio_(size_t(kGridPoints * kGridPoints), std::nan("")) {}
+
+double BranchPointTable::best_ratio(int64_t i, int64_t j) const {
   c10::NoGradGuard no_grad;
-  const auto opts = at::TensorOptions().dtype(dtype);
-  const at::Tensor grid = at::arange(kGridPoints, opts) * kStep + kLow;    // [K]
-  const at::Tensor pairs = at::triu_indices(kGridPoints, kGridPoints, 1);  // [2, P], i < j
-  const at::Tensor lo = grid.index_select(0, pairs[0]).unsqueeze(1);       // [P, 1]
-  const at::Tensor hi = grid.index_select(0, pairs[1]).unsqueeze(1);
+  const auto opts = at::TensorOptions().dtype(at::kDouble);
+  const double lo = kLow + double(i) * kStep;
+  const double hi = kLow + double(j) * kStep;
   const at::Tensor t = at::arange(1, kCandidates + 1, opts) / double(kCandidates + 1);  // [T]
-  const at::Tensor p = lo + t.unsqueeze(0) * (hi - lo);                                 // [P, T]
+  const at::Tensor l = at::full({kCandidates}, lo, opts);
+  const at::Tensor u = at::full({kCandidates}, hi, opts);
   at::Tensor area;
   try {
-    area = children_area(op, lo.expand_as(p).reshape({-1}), p.reshape({-1}),
-                         hi.expand_as(p).reshape({-1}))
-               .view(p.sizes());
+    area = children_area(*op_, l, l + t * (hi - lo), u);  // [T]
   } catch (const std::exception&) {
-    return std::nullopt;  // a function the op refuses somewhere on the grid
+    return kNone;  // a function the op refuses on this interval
   }
-  if (!at::isfinite(area).all().item<bool>()) return std::nullopt;
-  const at::Tensor best = t.index_select(0, area.argmin(1)).to(at::kDouble).contiguous();  // [P]
-  std::vector<double> ratio(size_t(kGridPoints * kGridPoints), 0.5);
-  const at::Tensor i = pairs[0].contiguous();
-  const at::Tensor j = pairs[1].contiguous();
-  for (int64_t k = 0; k < best.size(0); ++k) {
-    ratio[size_t(i[k].item<int64_t>() * kGridPoints + j[k].item<int64_t>())] =
-        best[k].item<double>();
-  }
-  return BranchPointTable(std::move(ratio));
+  if (!at::isfinite(area).all().item<bool>()) return kNone;
+  return t[area.argmin().item<int64_t>()].item<double>();
 }
 
-std::optional<double> BranchPointTable::ratio(double l, double u) const {
+std::optional<double> BranchPointTable::ratio(double l, double u) {
   if (!(l >= kLow && u <= kHigh)) return std::nullopt;
   const auto i = int64_t(std::llround((l - kLow) / kStep));
   const auto j = int64_t(std::llround((u - kLow) / kStep));
   if (i >= j || i < 0 || j >= kGridPoints) return std::nullopt;
-  return ratio_[size_t(i * kGridPoints + j)];
+  double& r = ratio_[size_t(i * kGridPoints + j)];
+  if (std::isnan(r)) r = best_ratio(i, j);
+  if (r < 0) return std::nullopt;
+  return r;
 }
 
 BranchPoints::BranchPoints(const BoundGraph& g, const ReluLayout& layout)
@@ -91,21 +86,15 @@ BranchPoints::BranchPoints(const BoundGraph& g, const ReluLayout& layout)
     const std::string type = op.op_type();
     if (std::find(kTabulated.begin(), kTabulated.end(), type) == kTabulated.end()) continue;
     const auto seen = std::find(types.begin(), types.end(), type);
-    if (seen != types.end()) {
-      table_of_[r] = int(seen - types.begin());
-      continue;
+    if (seen == types.end()) {
+      types.push_back(type);
+      tables_.emplace_back(op);  // one per function: the first node of its type computes it
     }
-    // In double whatever the graph's dtype: the table is one per function.
-    std::optional<BranchPointTable> t = BranchPointTable::build(op, at::kDouble);
-    if (!t) continue;
-    types.push_back(type);
-    tables_.push_back(std::move(*t));
-    table_of_[r] = int(tables_.size()) - 1;
+    table_of_[r] = int(std::find(types.begin(), types.end(), type) - types.begin());
   }
 }
 
-std::optional<double> BranchPoints::point(size_t r, double l, double u,
-                                          at::ScalarType dtype) const {
+std::optional<double> BranchPoints::point(size_t r, double l, double u, at::ScalarType dtype) {
   if (table_of_[r] >= 0) {
     if (const std::optional<double> t = tables_[size_t(table_of_[r])].ratio(l, u)) {
       if (const std::optional<double> p = split_point_at(l, u, *t, dtype)) return p;

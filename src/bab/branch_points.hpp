@@ -3,11 +3,14 @@
 // optimised branching points (Shi et al., TACAS 2025): for each function, a table over input
 // intervals [l, u] on a grid of [-5, 5] in steps of 0.1 holds the point p that minimises the
 // area between the function's relaxation lines summed over the two children [l, p] and [p, u]
-// (the relaxation the op's own backward() builds there, CROWN's, without α). The tables are
-// computed when a search starts, by the op itself, for the functions defined on the whole grid
-// (Sigmoid, Tanh, Erf, Exp, GELU, Sin, Cos); an interval outside the grid, narrower than a step,
-// or of another function takes the midpoint (split_midpoint). Any point strictly inside [l, u]
-// gives sound children: the choice only decides how much tighter they are.
+// (the relaxation the op's own backward() builds there, CROWN's, without α). A table is kept for
+// each function defined on the whole grid (Sigmoid, Tanh, Erf, Exp, GELU, Sin, Cos) and filled
+// lazily: an interval's point is computed by the op itself the first time a split asks for it
+// (one backward() over its 31 candidates; a search asks for few of the 5,050 intervals, and the
+// whole table costs 0.4–9 s), always in the same batch, so the point does not depend on the order
+// of the asks or on the layout. An interval outside the grid, narrower than a step, of another
+// function, or whose relaxation is not finite takes the midpoint (split_midpoint). Any point
+// strictly inside [l, u] gives sound children: the choice only decides how much tighter they are.
 #include <cstddef>
 #include <optional>
 #include <vector>
@@ -19,8 +22,9 @@
 
 namespace distcrown::bab::detail {
 
-/// Branch point of one function over the grid's intervals: `ratio` [K, K] holds, for l = g_i and
-/// u = g_j (i < j), (p − l)/(u − l) of the best point; the rest is unused.
+/// Branch point of one function over the grid's intervals: `ratio_` [K, K] holds, for l = g_i and
+/// u = g_j (i < j), (p − l)/(u − l) of the best point once computed (NaN before, kNone where the
+/// relaxation is not finite); the rest is unused.
 class BranchPointTable {
  public:
   static constexpr double kLow = -5.0;
@@ -29,19 +33,23 @@ class BranchPointTable {
   /// Interior points tried per interval: p = l + k/(kCandidates+1)·(u − l), k = 1..kCandidates.
   static constexpr int kCandidates = 31;
 
-  /// Builds the table of `op` (an elementwise node of one input) in `dtype`; nullopt when its
-  /// relaxation is not finite over the whole grid (a function defined on part of it).
-  static std::optional<BranchPointTable> build(const BoundNode& op, at::ScalarType dtype);
+  /// The table of `op` (an elementwise node of one input, which must outlive the table), empty.
+  explicit BranchPointTable(const BoundNode& op);
 
-  /// The table's ratio for [l, u], nullopt outside the grid or under one step wide.
-  [[nodiscard]] std::optional<double> ratio(double l, double u) const;
+  /// The table's ratio for [l, u], computed in double on the first ask; nullopt outside the grid,
+  /// under one step wide, or where the op's relaxation is not finite.
+  [[nodiscard]] std::optional<double> ratio(double l, double u);
 
   /// Summed area between the relaxation lines of both children [l, p], [p, u] ([M] each).
   static at::Tensor children_area(const BoundNode& op, const at::Tensor& l, const at::Tensor& p,
                                   const at::Tensor& u);
 
  private:
-  explicit BranchPointTable(std::vector<double> ratio) : ratio_(std::move(ratio)) {}
+  static constexpr double kNone = -1.0;
+  // The best of the candidates for grid interval (i, j), kNone where an area is not finite.
+  [[nodiscard]] double best_ratio(int64_t i, int64_t j) const;
+
+  const BoundNode* op_;        // not owned: a node of the graph under search
   std::vector<double> ratio_;  // [K·K], row i = lower grid point
 };
 
@@ -51,9 +59,8 @@ class BranchPoints {
  public:
   BranchPoints(const BoundGraph& g, const ReluLayout& layout);
   /// The point strictly inside [l, u] (rounded to `dtype`) at which split node r's element is
-  /// split, nullopt when none is (a few ulps wide).
-  [[nodiscard]] std::optional<double> point(size_t r, double l, double u,
-                                            at::ScalarType dtype) const;
+  /// split, nullopt when none is (a few ulps wide). Not const: fills the tables.
+  [[nodiscard]] std::optional<double> point(size_t r, double l, double u, at::ScalarType dtype);
   /// Whether split node r has a table (else the midpoint).
   [[nodiscard]] bool optimised(size_t r) const { return table_of_[r] >= 0; }
 

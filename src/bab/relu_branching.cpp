@@ -18,7 +18,7 @@ namespace {
 // interval, for domains shaped like `shapes`.
 class NeuronIndex {
  public:
-  NeuronIndex(const Domain& shapes, const ReluLayout& layout, const BranchPoints& points)
+  NeuronIndex(const Domain& shapes, const ReluLayout& layout, BranchPoints& points)
       : layout_(layout), points_(points) {
     offsets_.push_back(0);
     for (size_t r = 0; r < layout.size(); ++r) {
@@ -41,7 +41,7 @@ class NeuronIndex {
 
  private:
   const ReluLayout& layout_;
-  const BranchPoints& points_;
+  BranchPoints& points_;
   std::vector<int64_t> offsets_;
 };
 
@@ -49,7 +49,7 @@ class NeuronIndex {
 
 std::vector<Split> choose_splits(const std::vector<Domain>& parents, int64_t batch, int holders,
                                  const BabOptions& options, const ReluLayout& layout,
-                                 const BranchPoints& points, DomainBounder& bounder) {
+                                 BranchPoints& points, DomainBounder& bounder) {
   const NeuronIndex index(parents.empty() ? bounder.spare() : parents.front(), layout, points);
   std::vector<Split> picks;
   const bool fsb = options.branching == Branching::kFsb && options.fsb_candidates > 1;

@@ -22,6 +22,6 @@ namespace distcrown::bab::detail {
 /// `points`' point.
 std::vector<Split> choose_splits(const std::vector<Domain>& parents, int64_t batch, int holders,
                                  const BabOptions& options, const ReluLayout& layout,
-                                 const BranchPoints& points, DomainBounder& bounder);
+                                 BranchPoints& points, DomainBounder& bounder);
 
 }  // namespace distcrown::bab::detail
