@@ -62,9 +62,9 @@ if ((ALL)); then
   echo "sanitize --all: clean"
   exit 0
 fi
-targets=(fuzz_inputs test_hostile_inputs test_onnx_loader test_vnnlib test_output_file)
+targets=(fuzz_inputs test_hostile_inputs test_onnx_loader test_vnnlib test_vnnlib2 test_output_file)
 cmake --build "$BUILD" -j"$(nproc)" --target "${targets[@]}"
-for t in test_hostile_inputs test_onnx_loader test_vnnlib test_output_file; do
+for t in test_hostile_inputs test_onnx_loader test_vnnlib test_vnnlib2 test_output_file; do
   "$BUILD/bin/$t" --gtest_brief=1
 done
 for seed in 1 2 3; do

@@ -15,6 +15,7 @@ TEST(Objective, JoinedValueIsTheWorstDisjunct) {
     const auto K = int64_t(rhs.size());
     return bab::Objective{at::tensor(c, at::kDouble).reshape({K, -1}).to(at::kFloat),
                           at::tensor(rhs, at::kDouble),
+                          {},
                           {}};
   };
   // Disjunct 0: one row (y0 ≤ 0); disjunct 1: two rows (y1 ≤ 1 and y0 + y1 ≤ 0.5).
@@ -40,6 +41,21 @@ TEST(Objective, JoinedValueIsTheWorstDisjunct) {
   const bab::Objective single = obj({0, 1, 1, 1}, {1.0, 0.5});
   EXPECT_DOUBLE_EQ(bab::domain_values(single, lower.slice(1, 1, 3))[1].item<double>(), 0.5);
   EXPECT_TRUE(at::equal(bab::open_rows(single, lower.slice(1, 1, 3)), at::ones({2, 2})));
+}
+
+// A strict row (y0 < y1) is not held where it holds with equality: a counterexample on its
+// boundary is refused; the same row written non-strict (y0 <= y1) accepts it. Joined or not.
+TEST(Objective, AStrictRowHeldWithEqualityIsNoCounterexample) {
+  const io::OutputConjunction strict{{{{1.0, -1.0}, 0.0, true}}};
+  const io::OutputConjunction loose{{{{1.0, -1.0}, 0.0, false}}};
+  const at::Tensor y = at::tensor({0.25, 0.25, 0.0, 0.5}, at::kDouble).reshape({2, 2});
+  const bab::Objective s = bab::make_objective(strict, 2, at::kFloat);
+  EXPECT_GT(bab::margins(s, y)[0].item<double>(), 0);  // y0 = y1
+  EXPECT_LT(bab::margins(s, y)[1].item<double>(), 0);  // y0 < y1
+  EXPECT_LE(bab::margins(bab::make_objective(loose, 2, at::kFloat), y)[0].item<double>(), 0);
+  const bab::Objective joined =
+      bab::join_disjuncts({s, bab::make_objective(strict, 2, at::kFloat)});
+  EXPECT_GT(bab::margins(joined, y)[0].item<double>(), 0);
 }
 
 }  // namespace

@@ -15,26 +15,40 @@ TEST(FormatResult, SatListsTheCounterexample) {
   bab::VerifyResult r;
   r.verdict = bab::Verdict::kSat;
   r.counterexample = bab::Counterexample{{0.5, -1.25}, {3.0, 0.125, -2.0}};
-  const std::string s = bab::format_result(r);
+  const std::string s = bab::format_result(r, {});
   EXPECT_EQ(s.rfind("sat\n", 0), 0u) << s;
   EXPECT_EQ(s, "sat\n((X_0 0.5)\n (X_1 -1.25)\n (Y_0 3)\n (Y_1 0.125)\n (Y_2 -2))\n");
   // Values round-trip in double.
   r.counterexample = bab::Counterexample{{0.1}, {1.0 / 3.0}};
-  const std::string t = bab::format_result(r);
+  const std::string t = bab::format_result(r, {});
   double x = 0, y = 0;
   ASSERT_EQ(std::sscanf(t.c_str(), "sat\n((X_0 %lf)\n (Y_0 %lf))", &x, &y), 2) << t;
   EXPECT_EQ(x, 0.1);
   EXPECT_EQ(y, 1.0 / 3.0);
 }
 
+// A VNN-LIB 2.0 property's counterexample: one "name[index]=value" line per element, the input
+// tensor's then the output's, as the 2.0 standard's command line prints it.
+TEST(FormatResult, SatOfAVnnlib2PropertyNamesTheTensorsElements) {
+  const io::VnnlibProperty p = io::parse_vnnlib_string(
+      "(vnnlib-version <2.0>)\n(declare-network f (declare-input X real [1, 2]) "
+      "(declare-output Y real [3]))\n(assert (<= X[0, 0] 1))(assert (>= X[0,0] 0))"
+      "(assert (<= X[0, 1] 1))(assert (>= X[0, 1] 0))(assert (< Y[2] Y[0]))");
+  bab::VerifyResult r;
+  r.verdict = bab::Verdict::kSat;
+  r.counterexample = bab::Counterexample{{0.5, -1.25}, {3.0, 0.125, -2.0}};
+  EXPECT_EQ(bab::format_result(r, p),
+            "sat\nX[0,0]=0.5\nX[0,1]=-1.25\nY[0]=3\nY[1]=0.125\nY[2]=-2\n");
+}
+
 TEST(FormatResult, OtherVerdictsAreOneLine) {
   bab::VerifyResult r;
   r.verdict = bab::Verdict::kUnsat;
-  EXPECT_EQ(bab::format_result(r), "unsat\n");
+  EXPECT_EQ(bab::format_result(r, {}), "unsat\n");
   r.verdict = bab::Verdict::kTimeout;
-  EXPECT_EQ(bab::format_result(r), "timeout\n");
+  EXPECT_EQ(bab::format_result(r, {}), "timeout\n");
   r.verdict = bab::Verdict::kUnknown;
-  EXPECT_EQ(bab::format_result(r), "unknown\n");
+  EXPECT_EQ(bab::format_result(r, {}), "unknown\n");
 }
 
 TEST(Verify, TriviallyTrueIsUnsatTriviallyFalseIsSat) {
@@ -73,7 +87,7 @@ TEST(Verify, TriviallyTrueIsUnsatTriviallyFalseIsSat) {
       EXPECT_NEAR(again->y[j], rf.counterexample->y[j],
                   kTol * std::max(1.0, std::abs(again->y[j])));
     }
-    EXPECT_EQ(bab::format_result(rf).rfind("sat\n((X_0 ", 0), 0u);
+    EXPECT_EQ(bab::format_result(rf, {}).rfind("sat\n((X_0 ", 0), 0u);
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -223,9 +224,10 @@ TEST(VnnlibString, OrOverInputsGivesTwoCases) {
   EXPECT_EQ(a.disjuncts[1].constraints[1].coeffs, (std::vector<double>{0, -0.5}));
   EXPECT_EQ(a.disjuncts[1].constraints[1].rhs, 1);
 
+  // Strict input bounds (> X_1 -1) (< X_1 .5) are the doubles just inside.
   const VnnlibCase& b = p.cases[1];
-  EXPECT_EQ(b.input_lower, (std::vector<double>{1, -1}));
-  EXPECT_EQ(b.input_upper, (std::vector<double>{2, 0.5}));
+  EXPECT_EQ(b.input_lower, (std::vector<double>{1, std::nextafter(-1.0, 0.0)}));
+  EXPECT_EQ(b.input_upper, (std::vector<double>{2, std::nextafter(0.5, 0.0)}));
   ASSERT_EQ(b.disjuncts.size(), 1u);
   ASSERT_EQ(b.disjuncts[0].constraints.size(), 1u);
   EXPECT_EQ(b.disjuncts[0].constraints[0].coeffs, (std::vector<double>{2, 0}));
@@ -386,7 +388,7 @@ TEST(VnnlibErrors, UnsupportedConstraints) {
   expect_parse_error(std::string(kDecls) + "(assert (<= X_0 Y_0))\n", "5:9",
                      "unsupported: comparison mixes input (X) and output (Y)");
   expect_parse_error(std::string(kDecls) + "(assert (<= X_0 X_1))\n", "5:9",
-                     "unsupported: a constraint on inputs must bound a single X");
+                     "unsupported: a constraint on inputs must bound a single input");
   expect_parse_error(std::string(kDecls) + "(assert (<= (* Y_0 Y_1) 1))\n", "5:20",
                      "unsupported: non-linear term");
 }

@@ -13,13 +13,16 @@ Objective make_objective(const io::OutputConjunction& d, int64_t num_outputs,
   const auto K = int64_t(d.constraints.size());
   std::vector<double> c;
   std::vector<double> rhs;
+  std::vector<uint8_t> strict;
   c.reserve(size_t(K * num_outputs));
   for (const auto& k : d.constraints) {
     c.insert(c.end(), k.coeffs.begin(), k.coeffs.end());
     rhs.push_back(k.rhs);
+    strict.push_back(k.strict ? 1 : 0);
   }
   return {at::tensor(c, at::kDouble).reshape({K, num_outputs}).to(dtype),
           at::tensor(rhs, at::kDouble),
+          at::tensor(strict, at::kByte).to(at::kBool),
           {}};
 }
 
@@ -28,14 +31,18 @@ Objective join_disjuncts(const std::vector<Objective>& disjuncts) {
   Objective j;
   std::vector<at::Tensor> C;
   std::vector<at::Tensor> rhs;
+  std::vector<at::Tensor> strict;
   for (const Objective& d : disjuncts) {
     if (!d.disjunct_rows.empty()) throw InvalidArgument("join_disjuncts: already joined");
     C.push_back(d.C);
     rhs.push_back(d.rhs);
+    strict.push_back(d.strict.defined() ? d.strict
+                                        : at::zeros({d.rhs.size(0)}, at::TensorOptions(at::kBool)));
     j.disjunct_rows.push_back(d.rhs.size(0));
   }
   j.C = at::cat(C, 0);
   j.rhs = at::cat(rhs, 0);
+  j.strict = at::cat(strict, 0);
   return j;
 }
 
@@ -81,8 +88,12 @@ at::Tensor margins(const Objective& o, const at::Tensor& y) {
   }
   // In double: a counterexample must hold without float32 rounding of the products.
   const at::Tensor yd = y.reshape({N, -1}).to(at::kDouble);
-  return per_disjunct_max(o, at::matmul(yd, o.C.to(yd.options()).t()) - o.rhs.to(yd.options()))
-      .amin(1);
+  at::Tensor diff = at::matmul(yd, o.C.to(yd.options()).t()) - o.rhs.to(yd.options());  // [N, K]
+  if (o.strict.defined()) {
+    const at::Tensor tie = (diff == 0) & o.strict.to(diff.device()).unsqueeze(0);
+    diff = at::where(tie, std::numeric_limits<double>::denorm_min(), diff);
+  }
+  return per_disjunct_max(o, diff).amin(1);
 }
 
 }  // namespace distcrown::bab

@@ -375,7 +375,7 @@ at::Tensor split_domain_lower_bound(const BabOptions& options, const BoundGraph&
   io::VnnlibCase c;
   c.input_lower = to_doubles(box.lower);
   c.input_upper = to_doubles(box.upper);
-  const Objective obj{C.to(g.dtype()), at::zeros({C.size(0)}, at::kDouble), {}};
+  const Objective obj{C.to(g.dtype()), at::zeros({C.size(0)}, at::kDouble), {}, {}};
   const std::vector<Objective> none;
   const BabProblem problem{c, obj, none};
   const RunContext context;

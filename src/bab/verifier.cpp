@@ -333,13 +333,28 @@ VerifyResult verify(const VerifyOptions& options, const RunContext& context, con
   return r;
 }
 
-std::string format_result(const VerifyResult& r) {
+std::string format_result(const VerifyResult& r, const io::VnnlibProperty& property) {
   std::ostringstream out;
   out << to_string(r.verdict) << "\n";
   if (r.verdict == Verdict::kSat && r.counterexample) {
     char buf[64];
     const auto& x = r.counterexample->x;
     const auto& y = r.counterexample->y;
+    if (property.version == 2) {
+      // Per network in declaration order: its input's elements, then its output's.
+      const auto [xs, ys] = io::declared_values(property, x, y);
+      for (const io::NetworkDeclaration& n : property.networks) {
+        for (const bool is_output : {false, true}) {
+          const int64_t first = is_output ? n.output_offset : n.input_offset;
+          const int64_t count = is_output ? n.num_outputs : n.num_inputs;
+          for (int64_t i = first; i < first + count; ++i) {
+            std::snprintf(buf, sizeof buf, "%.17g", (is_output ? ys : xs).at(size_t(i)));
+            out << io::element_name(property, is_output, i) << "=" << buf << "\n";
+          }
+        }
+      }
+      return out.str();
+    }
     out << "(";
     for (size_t i = 0; i < x.size(); ++i) {
       std::snprintf(buf, sizeof buf, "%.17g", x[i]);

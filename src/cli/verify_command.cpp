@@ -367,7 +367,7 @@ int run_verify(const RunOptions& a) {
     std::fprintf(stderr, "verify: %s in %.2f s (%s; %lld domains bounded; peak memory %.0f MB)\n",
                  bab::to_string(r.verdict).c_str(), r.seconds, r.detail.c_str(),
                  static_cast<long long>(r.domains_bounded), double(peak_resident_bytes()) / 1e6);
-    write_result(a.result, bab::format_result(r));
+    write_result(a.result, bab::format_result(r, in.problem.property));
     if (!a.report.empty()) {
       write_report(a.report, bab::to_string(r.verdict), deadline.elapsed(), facts);
     }

@@ -11,6 +11,9 @@
 namespace distcrown::io {
 
 void check_fits(const BoundGraph& graph, const VnnlibProperty& property) {
+  if (needs_product(property)) {
+    throw InvalidArgument("internal: " + property.source + " must be lowered by product_problem");
+  }
   if (property.num_inputs != graph.input_numel()) {
     throw ModelError(property.source + " declares " + std::to_string(property.num_inputs) +
                      " inputs X_i but the model's input has " +
@@ -25,7 +28,15 @@ void check_fits(const BoundGraph& graph, const VnnlibProperty& property) {
 }
 
 Problem load_problem(const std::string& model_path, const std::string& vnnlib_path) {
-  Problem p{load_onnx(model_path), parse_vnnlib_file(vnnlib_path)};
+  VnnlibProperty property = parse_vnnlib_file(vnnlib_path);
+  if (needs_product(property)) {
+    std::vector<BoundGraph> copies;
+    for (size_t k = 0; k < property.networks.size(); ++k) copies.push_back(load_onnx(model_path));
+    Problem p = product_problem(std::move(copies), property);
+    check_fits(p.graph, p.property);
+    return p;
+  }
+  Problem p{load_onnx(model_path), std::move(property)};
   check_fits(p.graph, p.property);
   return p;
 }

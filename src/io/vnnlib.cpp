@@ -20,6 +20,7 @@
 
 #include "distcrown/util/enum_names.hpp"
 #include "distcrown/util/error.hpp"
+#include "io/vnnlib_tensors.hpp"
 
 namespace distcrown::io {
 namespace {
@@ -113,8 +114,16 @@ class Lexer {
       advance();
       return t;
     }
+    // An atom; inside brackets (2.0's shapes and indices, "[1, 3]") spaces do not end it.
     size_t start = i_;
-    while (i_ < text_.size() && !is_delimiter(text_[i_])) advance();
+    int brackets = 0;
+    while (i_ < text_.size()) {
+      const char ch = text_[i_];
+      if (ch == '[') ++brackets;
+      if (ch == ']' && brackets > 0) --brackets;
+      if (brackets > 0 ? (ch == '(' || ch == ')' || ch == ';') : is_delimiter(ch)) break;
+      advance();
+    }
     t.kind = TokKind::kAtom;
     t.text = text_.substr(start, i_ - start);
     return t;
@@ -226,11 +235,47 @@ void add_to(LinExpr* acc, const LinExpr& e, double sign) {
 
 // A normalised comparison kept by a DNF term.
 struct Atom {
-  enum class Kind { kInputLower, kInputUpper, kOutput } kind = Kind::kOutput;
-  int64_t input = 0;                                      // input bounds: X index
-  double value = 0.0;                                     // input bounds: the bound; outputs: rhs
-  std::vector<std::pair<int64_t, double>> output_coeffs;  // outputs: (Y index, coefficient)
+  // kInputRelation: a comparison of several inputs (2.0), Σ coeffs·X <= value.
+  enum class Kind { kInputLower, kInputUpper, kInputRelation, kOutput } kind = Kind::kOutput;
+  int64_t input = 0;   // input bounds: X index
+  double value = 0.0;  // input bounds: the bound; relations and outputs: rhs
+  std::vector<std::pair<int64_t, double>> coeffs;  // relations (X), outputs (Y): (index, coeff)
+  bool strict = false;                             // relations and outputs: < rather than <=
+  Pos pos;                                         // relations: where written
 };
+
+// Tightens the box [lo, hi] by constraints Σ a_i·x_i <= c (each variable's bound from the
+// others', a few sweeps), rounded outward: a box must hold every input that satisfies them, and
+// some variables are bounded only through others (X_g[0] >= X_f[0]).
+void tighten_box(const std::vector<LinearConstraint>& relations, std::vector<double>* lo,
+                 std::vector<double>* hi) {
+  constexpr int kSweeps = 8;
+  for (int sweep = 0; sweep < kSweeps; ++sweep) {
+    bool changed = false;
+    for (const LinearConstraint& k : relations) {
+      for (size_t j = 0; j < k.coeffs.size(); ++j) {
+        const double a = k.coeffs[j];
+        if (a == 0) continue;
+        double rest = 0;  // the least Σ_{i≠j} a_i·x_i over the box
+        for (size_t i = 0; i < k.coeffs.size() && std::isfinite(rest); ++i) {
+          if (i != j && k.coeffs[i] != 0) {
+            rest += std::min(k.coeffs[i] * (*lo)[i], k.coeffs[i] * (*hi)[i]);
+          }
+        }
+        if (!std::isfinite(rest)) continue;
+        const double bound = (k.rhs - rest) / a;
+        if (a > 0 && bound < (*hi)[j]) {
+          (*hi)[j] = std::nextafter(bound, kInf);
+          changed = true;
+        } else if (a < 0 && bound > (*lo)[j]) {
+          (*lo)[j] = std::nextafter(bound, -kInf);
+          changed = true;
+        }
+      }
+    }
+    if (!changed) return;
+  }
+}
 
 using Term = std::vector<int32_t>;  // atom ids, in textual order
 using Dnf = std::vector<Term>;      // {} is false, {{}} is true
@@ -251,10 +296,12 @@ class CaseAssembly {
  public:
   CaseAssembly(const std::string& source, Pos eof_pos,
                const std::unordered_map<int64_t, Pos> (&declared)[2],
-               const std::vector<Atom>& atoms, const Term& common, const Dnf& rest)
+               const detail::TensorDeclarations& names, const std::vector<Atom>& atoms,
+               const Term& common, const Dnf& rest)
       : source_(source),
         eof_pos_(eof_pos),
         declared_(declared),
+        names_(names),
         atoms_(atoms),
         common_(common),
         rest_(rest) {}
@@ -264,6 +311,7 @@ class CaseAssembly {
     prop.source = source_;
     prop.num_inputs = check_declarations(false);
     prop.num_outputs = check_declarations(true);
+    collect_input_relations(&prop);
     build_cases(&prop);
     return prop;
   }
@@ -288,8 +336,8 @@ class CaseAssembly {
     if (stray == nullptr) return n;
     int64_t missing = 0;
     while (decls.count(missing) != 0) ++missing;
-    fail(stray->second, var_str(is_output, stray->first) + " is declared but " +
-                            var_str(is_output, missing) +
+    fail(stray->second, names_.name_of(is_output, stray->first) + " is declared but " +
+                            names_.name_of(is_output, missing) +
                             " is not: variable indices must be contiguous from 0");
   }
 
@@ -311,7 +359,7 @@ class CaseAssembly {
     for (size_t i = 0; i < lo.size(); ++i) {
       bool no_lower = !std::isfinite(lo[i]);
       if (!no_lower && std::isfinite(hi[i])) continue;
-      std::string msg = var_str(false, static_cast<int64_t>(i)) + " has no " +
+      std::string msg = names_.name_of(false, static_cast<int64_t>(i)) + " has no " +
                         (no_lower ? "lower" : "upper") + " bound";
       if (rest_.size() > 1) {
         msg += " in disjunct " + std::to_string(term_index + 1) + " of " +
@@ -324,8 +372,9 @@ class CaseAssembly {
   LinearConstraint to_constraint(const Atom& a, int64_t num_outputs) const {
     LinearConstraint c;
     c.coeffs.assign(static_cast<size_t>(num_outputs), 0.0);
-    for (const auto& [index, coeff] : a.output_coeffs) c.coeffs[static_cast<size_t>(index)] = coeff;
+    for (const auto& [index, coeff] : a.coeffs) c.coeffs[static_cast<size_t>(index)] = coeff;
     c.rhs = a.value;
+    c.strict = a.strict;
     return c;
   }
 
@@ -344,6 +393,23 @@ class CaseAssembly {
     return conj;
   }
 
+  // The constraints relating inputs: common to every case (a relation under an `or` would need a
+  // set of them per case).
+  void collect_input_relations(VnnlibProperty* prop) const {
+    for (const Term& term : rest_) {
+      for (const int32_t id : term) {
+        if (atoms_[id].kind == Atom::Kind::kInputRelation) {
+          fail(atoms_[id].pos, "unsupported: a constraint relating inputs under an 'or'");
+        }
+      }
+    }
+    for (const int32_t id : common_) {
+      if (atoms_[id].kind == Atom::Kind::kInputRelation) {
+        prop->input_constraints.push_back(to_constraint(atoms_[id], prop->num_inputs));
+      }
+    }
+  }
+
   void build_cases(VnnlibProperty* prop) const {
     size_t n = static_cast<size_t>(prop->num_inputs);
     std::vector<double> common_lo(n, -kInf), common_hi(n, kInf);
@@ -356,6 +422,7 @@ class CaseAssembly {
     for (size_t k = 0; k < rest_.size(); ++k) {
       std::vector<double> lo = common_lo, hi = common_hi;
       apply_input_bounds(rest_[k], &lo, &hi);
+      tighten_box(prop->input_constraints, &lo, &hi);
       bool empty = false;
       for (size_t i = 0; i < n && !empty; ++i) empty = lo[i] > hi[i];
       if (empty) continue;
@@ -376,22 +443,22 @@ class CaseAssembly {
   const std::string& source_;
   Pos eof_pos_;
   const std::unordered_map<int64_t, Pos> (&declared_)[2];
+  const detail::TensorDeclarations& names_;
   const std::vector<Atom>& atoms_;
   const Term& common_;
   const Dnf& rest_;
 };
 
-class Parser {
+// The token stream of one file with the checks every command needs; errors name the file and
+// position.
+class TokenReader {
  public:
-  Parser(std::string_view text, std::string source) : lexer_(text), source_(std::move(source)) {}
+  TokenReader(std::string_view text, std::string source)
+      : lexer_(text), source_(std::move(source)) {}
 
-  VnnlibProperty parse() {
-    while (lexer_.peek().kind != TokKind::kEof) parse_command();
-    eof_pos_ = lexer_.peek().pos;
-    return CaseAssembly{source_, eof_pos_, declared_, atoms_, common_, rest_}.assemble();
-  }
+  Lexer& lexer() { return lexer_; }
+  [[nodiscard]] const std::string& source() const { return source_; }
 
- private:
   [[noreturn]] void fail(Pos p, const std::string& msg) const { fail_at(source_, p, msg); }
 
   static std::string describe(const Token& t) {
@@ -436,25 +503,6 @@ class Parser {
     return true;
   }
 
-  // --- Top-level commands --------------------------------------------------------------------
-
-  void parse_command() {
-    Token open = lexer_.next();
-    if (open.kind == TokKind::kRParen) fail(open.pos, "unbalanced ')'");
-    if (open.kind != TokKind::kLParen) fail_expected(open, "'(' starting a command");
-    Token cmd = expect_atom("a command (declare-const or assert)");
-    if (cmd.text == "declare-const") {
-      parse_declare(open.pos);
-    } else if (cmd.text == "assert") {
-      parse_assert(open.pos);
-    } else if (cmd.text == "check-sat" || cmd.text == "get-model" || cmd.text == "exit" ||
-               cmd.text == "set-logic" || cmd.text == "set-info" || cmd.text == "set-option") {
-      skip_to_close(open.pos);  // harmless SMT-LIB commands
-    } else {
-      fail(cmd.pos, "unknown command " + describe(cmd) + " (expected declare-const or assert)");
-    }
-  }
-
   void skip_to_close(Pos open) {
     int64_t depth = 1;
     while (depth > 0) {
@@ -464,6 +512,196 @@ class Parser {
       }
       if (t.kind == TokKind::kLParen) ++depth;
       if (t.kind == TokKind::kRParen) --depth;
+    }
+  }
+
+ private:
+  Lexer lexer_;
+  std::string source_;
+};
+
+// VNN-LIB 2.0's commands before the asserts: the version and the networks, with the flat numbering
+// of their tensors' elements (detail::TensorDeclarations).
+class NetworkDeclarations {
+ public:
+  NetworkDeclarations(TokenReader& in, std::unordered_map<int64_t, Pos> (&declared)[2])
+      : in_(in), declared_(declared) {}
+
+  [[nodiscard]] const std::vector<NetworkDeclaration>& networks() const { return networks_; }
+  [[nodiscard]] const detail::TensorDeclarations& tensors() const { return tensors_; }
+
+  // <1.x> or <2.x>: the version read.
+  int parse_version(Pos open) {
+    const Token v = in_.expect_atom("a version such as <2.0>");
+    const std::string_view t = v.text;
+    const size_t dot = t.find('.');
+    if (t.size() < 5 || t.front() != '<' || t.back() != '>' || dot == std::string_view::npos ||
+        !is_decimal(t.substr(1, t.size() - 2))) {
+      in_.fail(v.pos, "expected a version such as <2.0>, found " + TokenReader::describe(v));
+    }
+    const std::string_view major = t.substr(1, dot - 1);
+    if (major != "1" && major != "2") {
+      in_.fail(v.pos, "unsupported VNN-LIB version " + TokenReader::describe(v) +
+                          " (1.x and 2.x are read)");
+    }
+    in_.expect_close(open, "vnnlib-version");
+    return major == "2" ? 2 : 1;
+  }
+
+  Token expect_new_name(const std::string& what) {
+    const Token name = in_.expect_atom(what);
+    if (!detail::is_variable_name(name.text)) {
+      in_.fail(name.pos, "expected " + what + " (a letter, then letters, digits or '_'), found " +
+                             TokenReader::describe(name));
+    }
+    const std::string n(name.text);
+    const bool is_network = std::any_of(networks_.begin(), networks_.end(),
+                                        [&](const NetworkDeclaration& d) { return d.name == n; });
+    if (is_network || tensors_.find(n) != nullptr) {
+      in_.fail(name.pos, "'" + n + "' is already declared");
+    }
+    return name;
+  }
+
+  // (declare-network NAME (equal-to F)? (declare-input ...) (declare-output ...)): one input
+  // and one output tensor, as the ONNX models the competition ships.
+  void parse_network(Pos open) {
+    NetworkDeclaration net;
+    net.name = std::string(expect_new_name("a network name").text);
+    int inputs = 0;
+    int outputs = 0;
+    while (!in_.at_close(open)) {
+      const Token sub_open = in_.lexer().next();
+      if (sub_open.kind != TokKind::kLParen)
+        in_.fail_expected(sub_open, "'(' or ')' in declare-network");
+      const Token sub = in_.expect_atom("declare-input, declare-output or equal-to");
+      if (sub.text == "equal-to") {
+        const Token other = in_.expect_atom("a network name");
+        const auto it =
+            std::find_if(networks_.begin(), networks_.end(),
+                         [&](const NetworkDeclaration& d) { return d.name == other.text; });
+        if (it == networks_.end())
+          in_.fail(other.pos, "unknown network " + TokenReader::describe(other));
+        net.equal_to = it->equal_to.empty() ? it->name : it->equal_to;
+        in_.expect_close(sub_open.pos, "equal-to");
+      } else if (sub.text == "declare-input" || sub.text == "declare-output") {
+        const bool is_output = sub.text == "declare-output";
+        if ((is_output ? outputs : inputs)++ > 0) {
+          in_.fail(sub.pos, "unsupported: a network with several " +
+                                std::string(is_output ? "outputs" : "inputs"));
+        }
+        const detail::TensorVariable& v = parse_tensor(sub_open.pos, is_output);
+        (is_output ? net.output_offset : net.input_offset) = v.offset;
+        (is_output ? net.num_outputs : net.num_inputs) = v.numel();
+        (is_output ? net.output_name : net.input_name) = v.name;
+        (is_output ? net.output_shape : net.input_shape) = v.shape;
+      } else if (sub.text == "declare-hidden" || sub.text == "isomorphic-to") {
+        in_.fail(sub.pos, "unsupported: " + std::string(sub.text) +
+                              (sub.text == "isomorphic-to" ? " (networks of other weights)"
+                                                           : " (constraints on hidden tensors)"));
+      } else {
+        in_.fail(sub.pos, "unknown declaration " + TokenReader::describe(sub) +
+                              " (expected declare-input, declare-output or equal-to)");
+      }
+    }
+    if (inputs == 0 || outputs == 0) {
+      in_.fail(open,
+               "network '" + net.name + "' declares no " + (inputs == 0 ? "input" : "output"));
+    }
+    networks_.push_back(std::move(net));
+  }
+
+  // NAME TYPE SHAPE ["onnx name"]): the tensor, declared.
+  const detail::TensorVariable& parse_tensor(Pos open, bool is_output) {
+    const Token name = expect_new_name("a tensor name");
+    const Token type = in_.expect_atom("an element type (real)");
+    if (!detail::is_real_type(type.text)) {
+      in_.fail(type.pos, "unsupported: element type " + TokenReader::describe(type) +
+                             " (expected real or a "
+                             "floating-point type)");
+    }
+    const Token shape_tok = in_.expect_atom("a shape such as [5]");
+    std::vector<int64_t> shape;
+    if (std::string e = detail::parse_shape(shape_tok.text, &shape); !e.empty()) {
+      in_.fail(shape_tok.pos, e + ", found " + TokenReader::describe(shape_tok));
+    }
+    if (in_.lexer().peek().kind == TokKind::kAtom && in_.lexer().peek().text.front() == '"') {
+      // Its ONNX name ("a name" may be split at spaces): the network's only one, not needed.
+      while (in_.lexer().peek().kind == TokKind::kAtom && in_.lexer().next().text.back() != '"') {
+      }
+    }
+    in_.expect_close(open, is_output ? "declare-output" : "declare-input");
+    tensors_.declare(std::string(name.text), is_output, shape);
+    const detail::TensorVariable& v = *tensors_.find(std::string(name.text));
+    auto& decls = declared_[is_output ? 1 : 0];
+    for (int64_t k = 0; k < v.numel(); ++k) decls.emplace(v.offset + k, name.pos);
+    return v;
+  }
+
+ private:
+  TokenReader& in_;
+  std::unordered_map<int64_t, Pos> (&declared_)[2];
+  std::vector<NetworkDeclaration> networks_;
+  detail::TensorDeclarations tensors_;
+};
+
+class Parser : private TokenReader {
+ public:
+  Parser(std::string_view text, std::string source)
+      : TokenReader(text, std::move(source)), networks_(*this, declared_) {}
+
+  VnnlibProperty parse() {
+    while (lexer().peek().kind != TokKind::kEof) parse_command();
+    eof_pos_ = lexer().peek().pos;
+    if (version_ == 2 && networks_.networks().empty()) {
+      fail(eof_pos_,
+           "no network declared (expected (declare-network NAME (declare-input ...) "
+           "(declare-output ...)))");
+    }
+    VnnlibProperty prop =
+        CaseAssembly{source(), eof_pos_, declared_, networks_.tensors(), atoms_, common_, rest_}
+            .assemble();
+    prop.version = version_;
+    prop.networks = networks_.networks();
+    return prop;
+  }
+
+ private:
+  // --- Top-level commands --------------------------------------------------------------------
+
+  void parse_command() {
+    Token open = lexer().next();
+    if (open.kind == TokKind::kRParen) fail(open.pos, "unbalanced ')'");
+    if (open.kind != TokKind::kLParen) fail_expected(open, "'(' starting a command");
+    Token cmd = expect_atom("a command (declare-const or assert)");
+    const bool first = !seen_command_;
+    seen_command_ = true;
+    if (cmd.text == "vnnlib-version") {
+      if (!first) fail(cmd.pos, "vnnlib-version must be the file's first command");
+      version_ = networks_.parse_version(open.pos);
+    } else if (cmd.text == "declare-network") {
+      if (version_ != 2) {
+        fail(cmd.pos,
+             "declare-network is VNN-LIB 2.0: the file must start with "
+             "(vnnlib-version <2.0>)");
+      }
+      networks_.parse_network(open.pos);
+    } else if (cmd.text == "declare-const") {
+      if (version_ == 2) {
+        fail(cmd.pos,
+             "declare-const is VNN-LIB 1.0: a 2.0 file declares its variables in "
+             "declare-network");
+      }
+      parse_declare(open.pos);
+    } else if (cmd.text == "assert") {
+      parse_assert(open.pos);
+    } else if (cmd.text == "check-sat" || cmd.text == "get-model" || cmd.text == "exit" ||
+               cmd.text == "set-logic" || cmd.text == "set-info" || cmd.text == "set-option") {
+      skip_to_close(open.pos);  // harmless SMT-LIB commands
+    } else {
+      fail(cmd.pos, "unknown command " + describe(cmd) +
+                        (version_ == 2 ? " (expected declare-network or assert)"
+                                       : " (expected declare-const or assert)"));
     }
   }
 
@@ -539,18 +777,40 @@ class Parser {
   // --- Formulas ------------------------------------------------------------------------------
 
   Dnf parse_formula(int depth) {
-    Token open = lexer_.next();
+    Token open = lexer().next();
     check_depth(depth, open.pos);
     if (open.kind == TokKind::kAtom && open.text == "true") return dnf_true();
     if (open.kind == TokKind::kAtom && open.text == "false") return Dnf();
     if (open.kind != TokKind::kLParen) fail_expected(open, "'(' starting a formula");
-    Token op = lexer_.next();
+    const Token& peeked = lexer().peek();
+    if (version_ == 2 &&
+        !(peeked.kind == TokKind::kAtom &&
+          (is_comparison(peeked.text) || peeked.text == "and" || peeked.text == "or"))) {
+      return parse_infix(open.pos, depth);
+    }
+    Token op = lexer().next();
     if (op.kind != TokKind::kAtom) fail_expected(op, "an operator");
     if (op.text == "and" || op.text == "or") return parse_connective(op, open.pos, depth);
-    if (op.text == "<=" || op.text == "<" || op.text == ">=" || op.text == ">" || op.text == "=") {
-      return parse_comparison(op, open.pos, depth);
+    if (is_comparison(op.text)) return parse_comparison(op, open.pos, depth);
+    fail(op.pos,
+         "unknown operator " + describe(op) + " (expected and, or, <=, >=, <, >, =, ==, !=)");
+  }
+
+  static bool is_comparison(std::string_view op) {
+    return op == "<=" || op == "<" || op == ">=" || op == ">" || op == "=" || op == "==" ||
+           op == "!=";
+  }
+
+  // 2.0's infix comparison (A OP B).
+  Dnf parse_infix(Pos open, int depth) {
+    const LinExpr a = parse_term(depth + 1);
+    const Token op = expect_atom("a comparison (<=, >=, <, >, ==, !=)");
+    if (!is_comparison(op.text)) {
+      fail(op.pos, "expected a comparison (<=, >=, <, >, ==, !=), found " + describe(op));
     }
-    fail(op.pos, "unknown operator " + describe(op) + " (expected and, or, <=, >=, <, >, =)");
+    const LinExpr b = parse_term(depth + 1);
+    expect_close(open, "comparison");
+    return compare(op.text, a, b, open);
   }
 
   Dnf parse_connective(const Token& op, Pos open, int depth) {
@@ -558,7 +818,7 @@ class Parser {
     Dnf acc = is_and ? dnf_true() : Dnf();
     int64_t count = 0;
     while (!at_close(open)) {
-      Pos child_pos = lexer_.peek().pos;
+      Pos child_pos = lexer().peek().pos;
       Dnf child = parse_formula(depth + 1);
       if (is_and) {
         acc = conjoin(acc, child, child_pos);
@@ -575,7 +835,7 @@ class Parser {
     std::vector<LinExpr> args;
     while (!at_close(open)) {
       if (args.size() == 2) {
-        fail(lexer_.peek().pos,
+        fail(lexer().peek().pos,
              "wrong arity: '" + std::string(op.text) + "' takes 2 arguments, found a third");
       }
       args.push_back(parse_term(depth + 1));
@@ -584,21 +844,29 @@ class Parser {
       fail(op.pos, "wrong arity: '" + std::string(op.text) + "' takes 2 arguments, found " +
                        std::to_string(args.size()));
     }
-    const LinExpr& a = args[0];
-    const LinExpr& b = args[1];
-    if (op.text == "<=" || op.text == "<") return make_le(a, b, open);
-    if (op.text == ">=" || op.text == ">") return make_le(b, a, open);
-    return conjoin(make_le(a, b, open), make_le(b, a, open), open);  // "="
+    return compare(op.text, args[0], args[1], open);
   }
 
-  // The DNF of `lhs <= rhs`; a non-constant comparison becomes one new atom.
-  Dnf make_le(const LinExpr& lhs, const LinExpr& rhs, Pos p) {
+  Dnf compare(std::string_view op, const LinExpr& a, const LinExpr& b, Pos open) {
+    const bool strict = op == "<" || op == ">";
+    if (op == "<=" || op == "<") return make_le(a, b, open, strict);
+    if (op == ">=" || op == ">") return make_le(b, a, open, strict);
+    if (op == "!=") {
+      Dnf either = make_le(a, b, open, true);
+      disjoin(&either, make_le(b, a, open, true), open);
+      return either;
+    }
+    return conjoin(make_le(a, b, open, false), make_le(b, a, open, false), open);  // =, ==
+  }
+
+  // The DNF of `lhs <= rhs` (`<` when strict); a non-constant comparison becomes one new atom.
+  Dnf make_le(const LinExpr& lhs, const LinExpr& rhs, Pos p, bool strict) {
     LinExpr diff;  // lhs - rhs <= 0
     add_to(&diff, lhs, 1.0);
     add_to(&diff, rhs, -1.0);
     normalize(&diff);
     double bound = -diff.constant;  // sum coeffs * v <= bound
-    if (diff.coeffs.empty()) return bound >= 0.0 ? dnf_true() : Dnf();
+    if (diff.coeffs.empty()) return (strict ? bound > 0.0 : bound >= 0.0) ? dnf_true() : Dnf();
     bool has_x = false, has_y = false;
     for (const auto& kv : diff.coeffs) {
       (key_is_output(kv.first) ? has_y : has_x) = true;
@@ -608,39 +876,54 @@ class Parser {
     if (has_x && has_y) {
       fail(p, "unsupported: comparison mixes input (X) and output (Y) variables");
     }
-    atoms_.push_back(has_x ? make_input_bound(diff, bound, p) : make_output_atom(diff, bound));
+    if (has_x && diff.coeffs.size() > 1 && version_ == 2) {
+      Atom a = make_output_atom(diff, bound, strict);
+      a.kind = Atom::Kind::kInputRelation;
+      a.pos = p;
+      atoms_.push_back(std::move(a));
+    } else {
+      atoms_.push_back(has_x ? make_input_bound(diff, bound, p, strict)
+                             : make_output_atom(diff, bound, strict));
+    }
     return Dnf{Term{static_cast<int32_t>(atoms_.size() - 1)}};
   }
 
-  Atom make_input_bound(const LinExpr& diff, double bound, Pos p) const {
+  Atom make_input_bound(const LinExpr& diff, double bound, Pos p, bool strict) const {
     if (diff.coeffs.size() != 1) {
-      fail(p, "unsupported: a constraint on inputs must bound a single X variable by a constant");
+      fail(p,
+           "unsupported: a constraint on inputs must bound a single input variable by a "
+           "constant");
     }
     auto [key, c] = diff.coeffs[0];
     Atom a;
     a.kind = c > 0 ? Atom::Kind::kInputUpper : Atom::Kind::kInputLower;
     a.input = key_index(key);
     a.value = bound / c;
-    if (!std::isfinite(a.value)) fail(p, "bound on " + var_str(false, a.input) + " is not finite");
+    if (!std::isfinite(a.value)) {
+      fail(p, "bound on " + networks_.tensors().name_of(false, a.input) + " is not finite");
+    }
+    // x < c as x <= the double below c: every counterexample then satisfies it strictly.
+    if (strict) a.value = std::nextafter(a.value, c > 0 ? -kInf : kInf);
     return a;
   }
 
-  static Atom make_output_atom(const LinExpr& diff, double bound) {
+  static Atom make_output_atom(const LinExpr& diff, double bound, bool strict) {
     Atom a;
     a.kind = Atom::Kind::kOutput;
+    a.strict = strict;
     a.value = bound;
-    for (const auto& kv : diff.coeffs) a.output_coeffs.emplace_back(key_index(kv.first), kv.second);
+    for (const auto& kv : diff.coeffs) a.coeffs.emplace_back(key_index(kv.first), kv.second);
     return a;
   }
 
   // --- Terms ---------------------------------------------------------------------------------
 
   LinExpr parse_term(int depth) {
-    Token t = lexer_.next();
+    Token t = lexer().next();
     check_depth(depth, t.pos);
     if (t.kind == TokKind::kAtom) return parse_leaf(t);
     if (t.kind != TokKind::kLParen) fail_expected(t, "a number, variable or '('");
-    Token op = lexer_.next();
+    Token op = lexer().next();
     if (op.kind != TokKind::kAtom) fail_expected(op, "an operator");
     if (op.text != "+" && op.text != "-" && op.text != "*") {
       fail(op.pos, "unknown operator " + describe(op) + " in a term (expected +, - or *)");
@@ -660,6 +943,10 @@ class Parser {
       e.constant = parse_number(t);
       return e;
     }
+    if (version_ == 2) {
+      e.coeffs.emplace_back(tensor_element_key(t), 1.0);
+      return e;
+    }
     VarName v;
     if (!parse_var_name(t.text, &v)) fail_expected(t, "a number or a variable");
     auto it = declared_[v.is_output].find(v.index);
@@ -668,6 +955,23 @@ class Parser {
     }
     e.coeffs.emplace_back(var_key(v), 1.0);
     return e;
+  }
+
+  // The variable key of a 2.0 element "X[0, 3]" (or a scalar tensor "X").
+  int64_t tensor_element_key(const Token& t) const {
+    std::string name;
+    std::vector<int64_t> indices;
+    if (std::string e = detail::split_indexed(t.text, &name, &indices); !e.empty()) fail(t.pos, e);
+    const detail::TensorDeclarations& tensors = networks_.tensors();
+    const detail::TensorVariable* v = tensors.find(name);
+    if (v == nullptr) {
+      if (!detail::is_variable_name(name)) fail_expected(t, "a number or a variable");
+      fail(t.pos, "undeclared variable '" + name + "'");
+    }
+    std::string error;
+    const std::optional<int64_t> flat = tensors.flat(*v, indices, &error);
+    if (!flat) fail(t.pos, error);
+    return var_key(VarName{v->is_output, *flat});
   }
 
   double parse_number(const Token& t) const {
@@ -718,16 +1022,28 @@ class Parser {
     return out;
   }
 
-  Lexer lexer_;
-  std::string source_;
   Pos eof_pos_;
   std::unordered_map<int64_t, Pos> declared_[2];  // [is_output]: index -> declaration position
+  int version_ = 1;
+  bool seen_command_ = false;
+  NetworkDeclarations networks_;  // 2.0
   std::vector<Atom> atoms_;
   Term common_;        // atoms of asserts whose DNF is a single term
   Dnf rest_ = Dnf(1);  // product of the other asserts' DNFs
 };
 
 }  // namespace
+
+std::string element_name(const VnnlibProperty& property, bool is_output, int64_t index) {
+  for (const NetworkDeclaration& n : property.networks) {
+    const int64_t offset = is_output ? n.output_offset : n.input_offset;
+    const int64_t count = is_output ? n.num_outputs : n.num_inputs;
+    if (index < offset || index >= offset + count) continue;
+    return detail::element_string(is_output ? n.output_name : n.input_name,
+                                  is_output ? n.output_shape : n.input_shape, index - offset);
+  }
+  return std::string(is_output ? "Y_" : "X_") + std::to_string(index);
+}
 
 VnnlibProperty parse_vnnlib_string(const std::string& text, const std::string& source_name) {
   return Parser(text, source_name).parse();

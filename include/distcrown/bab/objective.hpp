@@ -16,6 +16,9 @@ namespace distcrown::bab {
 struct Objective {
   at::Tensor C;    // [K, n_out] rows of the conjunction, in the graph's dtype
   at::Tensor rhs;  // [K], double: thresholds are compared exactly as written, never rounded
+  /// [K] bool: the rows written as strict (c·y < rhs); a counterexample must satisfy them
+  /// strictly. Undefined: none is.
+  at::Tensor strict;
   /// Rows per disjunct, in order, when the objective joins several (they sum to K); empty: one
   /// conjunction of all K rows.
   std::vector<int64_t> disjunct_rows;
@@ -37,7 +40,8 @@ at::Tensor domain_values(const Objective& o, const at::Tensor& lower);
 at::Tensor open_rows(const Objective& o, const at::Tensor& lower);
 
 /// Violation margins at concrete outputs y [N, n_out]: max_k (c_k·y − rhs_k), [N]; the disjunct
-/// holds (a counterexample) where the margin is <= 0. Joined: the smallest disjunct margin (some
+/// holds (a counterexample) where the margin is <= 0. A strict row that holds with equality
+/// counts as the smallest positive margin (not held). Joined: the smallest disjunct margin (some
 /// disjunct holds).
 at::Tensor margins(const Objective& o, const at::Tensor& y);
 

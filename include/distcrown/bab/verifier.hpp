@@ -103,8 +103,10 @@ VerifyResult verify(const BoundGraph& g, const io::VnnlibProperty& property,
 VerifyResult verify(const VerifyOptions& options, const RunContext& context, const BoundGraph& g,
                     const io::VnnlibProperty& property);
 
-/// The VNN-COMP result text: the verdict line, and for sat the counterexample
-/// "((X_0 v)\n (X_1 v)\n ... (Y_0 v)...)".
-std::string format_result(const VerifyResult& r);
+/// The VNN-COMP result text: the verdict line, and for sat the counterexample: for a 1.0
+/// property "((X_0 v)\n (X_1 v)\n ... (Y_0 v)...)", for a 2.0 one a line "X[0]=v" per element
+/// in declaration order (the network's input, then its output), as the VNN-LIB 2.0 standard's
+/// command-line interface prints it.
+std::string format_result(const VerifyResult& r, const io::VnnlibProperty& property);
 
 }  // namespace distcrown::bab

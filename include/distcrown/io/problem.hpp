@@ -1,6 +1,8 @@
 #pragma once
 // A verification problem: a model and a VNNLIB property over it, checked to fit each other.
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "distcrown/bounds/interval.hpp"
 #include "distcrown/graph/bound_graph.hpp"
@@ -14,9 +16,28 @@ struct Problem {
 };
 
 /// Throws ModelError/ParseError when the property's X/Y counts differ from the model's input and
-/// output sizes.
+/// output sizes (InvalidArgument when it needs product_problem first).
 void check_fits(const BoundGraph& graph, const VnnlibProperty& property);
 
+/// Whether the property is over several networks or relates inputs (VNN-LIB 2.0), and so must be
+/// lowered by product_problem before it fits one graph.
+bool needs_product(const VnnlibProperty& property);
+
+/// The property over copies of one model (`equal-to`) and its input relations as one problem
+/// (io/product.cpp): `copies` holds one load of the model per declared network, whose nodes
+/// move into the product graph. Its input is the declared inputs left free once equalities
+/// between inputs are substituted; its output the copies' outputs, flattened, then the other
+/// input relations as outputs whose constraints join every disjunct. Throws ParseError for
+/// networks that are not copies of the first, ModelError when a network does not fit the model.
+Problem product_problem(std::vector<BoundGraph> copies, const VnnlibProperty& property);
+
+/// A counterexample (x, y) of the problem's graph as the declared inputs and outputs.
+std::pair<std::vector<double>, std::vector<double>> declared_values(const VnnlibProperty& property,
+                                                                    const std::vector<double>& x,
+                                                                    const std::vector<double>& y);
+
+/// Loads the model (once per declared network when the property needs product_problem) and the
+/// property, checked to fit.
 Problem load_problem(const std::string& model_path, const std::string& vnnlib_path);
 
 /// Input box of one case, [1, *input_shape], values rounded to float32 first (as VNN-COMP tools
