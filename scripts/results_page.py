@@ -293,6 +293,23 @@ def render_vs_abcrown(m, t, parts):
                      "both open: ours the higher worst bound", "run"], body)
 
 
+def render_vnnlib2(m, t, parts):
+    body = []
+    for label, p in parts:
+        groups = {}
+        for r in rows(p):
+            groups.setdefault(r["property"], []).append(r)
+        for prop, rs in groups.items():
+            count = lambda v: sum(1 for r in rs if r["result"] == v)  # noqa: E731
+            med = lambda k: statistics.median(float(r[k]) for r in rs)  # noqa: E731
+            body.append([prop, len({r["model"] for r in rs}), len(rs), count("sat"),
+                         count("unsat"), len(rs) - count("sat") - count("unsat"),
+                         sum(int(r["wrong"]) for r in rs), f"{med('prepare_s'):.2f}",
+                         f"{med('run_s'):.2f}", label])
+    return md_table(["property", "models", "runs", "sat", "unsat", "other", "wrong",
+                     "median prepare s", "median run s", "run"], body)
+
+
 def render_wide_memory(m, t, parts):
     body = []
     for _, p in parts:
@@ -528,6 +545,7 @@ def deadline_summary(rs):
 RENDER = {
     "agreement": render_agreement, "alpha": render_alpha, "vs_auto_lirpa": render_vs_auto_lirpa,
     "verify": render_verify, "verify_general": render_verify, "vs_abcrown": render_vs_abcrown,
+    "vnnlib2": render_vnnlib2,
     "wide_memory": render_wide_memory,
     "patches_memory": render_patches_memory, "bab_memory": render_bab_memory,
     "alpha_memory": render_alpha_memory,
