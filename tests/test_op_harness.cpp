@@ -35,8 +35,10 @@
 #include "distcrown/graph/param.hpp"
 #include "distcrown/io/onnx_loader.hpp"
 #include "distcrown/methods/compute_bounds.hpp"
+#include "distcrown/methods/crown.hpp"
 #include "distcrown/methods/options.hpp"
 #include "distcrown/sharding/sharded_param.hpp"
+#include "distcrown/util/enum_names.hpp"
 #include "ops/add_sub.hpp"
 #include "ops/avg_pool.hpp"
 #include "ops/batchnorm.hpp"
@@ -800,6 +802,46 @@ TEST(OpHarnessCases, AffineCasesHaveExactIbp) {
                                                "ReduceMeanKeepdims"};
     const bool want = inexact.count(c.name) == 0;
     EXPECT_EQ(g.affine_from_input(g.output()), want) << c.name;
+  }
+}
+
+// Softmax over logits intervals 10⁴ wide: exp overflows float32 (and float64) past the
+// intervals' middle, yet every bound stays finite and sound: each softmax value's interval
+// inside [0, 1] (IBP and the engine's fallback where CROWN's rows are unbounded), and the bounds
+// of the layer after it (IBP, CROWN, α-CROWN) hold at sampled points, corners included.
+TEST(SoftmaxWideLogits, BoundsStayFiniteAndSound) {
+  for (const at::ScalarType dtype : {at::kFloat, at::kDouble}) {
+    SCOPED_TRACE(dtype == at::kFloat ? "float32" : "float64");
+    Rng rng(5);
+    BoundGraph g = softmax_graph(rng, 13, -1, 1.0);
+    g.to_dtype(dtype);
+    const auto opts = at::TensorOptions().dtype(dtype);
+    const at::Tensor centre = at::tensor({0.3, -0.2, 0.1, 0.5, -0.4, 0.2}, opts).reshape({1, 6});
+    const InputBox box{centre - 4000, centre + 4000};  // logits |W1·x| up to ~10⁴ wide
+    {
+      CrownEngine engine(g, box, BoundOptions{});
+      engine.compute_intermediate_bounds();
+      for (int i = 1; i < g.size(); ++i) {
+        if (g.node(i).op->op_type() != "Mul" || i == g.output()) continue;
+        const Interval& b = engine.bounds(i);
+        EXPECT_TRUE(at::isfinite(b.lower).all().item<bool>() &&
+                    at::isfinite(b.upper).all().item<bool>());
+        EXPECT_GE(b.lower.min().item<double>(), 0.0);
+        EXPECT_LE(b.upper.max().item<double>(), 1.0);
+      }
+    }
+    at::Generator gen = at::detail::createCPUGenerator(9);
+    const at::Tensor u = at::rand({4000, 6}, gen, opts);
+    const at::Tensor corners = at::randint(2, {64, 6}, gen, opts);
+    const at::Tensor x = box.lower + at::cat({u, corners}) * (box.upper - box.lower);
+    c10::NoGradGuard no_grad;
+    const at::Tensor y = g.forward(x);
+    for (const Method m : {Method::kIbp, Method::kCrown, Method::kAlphaCrown}) {
+      SCOPED_TRACE(std::string(enum_name(m)));
+      const Interval b = compute_bounds(g, box, m);  // throws NumericError when not finite
+      EXPECT_TRUE((y >= b.lower - 1e-5).all().item<bool>());
+      EXPECT_TRUE((y <= b.upper + 1e-5).all().item<bool>());
+    }
   }
 }
 

@@ -68,8 +68,12 @@ void check_ibp_and_crown(const std::filesystem::path& f) {
   }
   if (!c.ref.contains("ibp")) {
     // auto_LiRPA's IBP failed (the ref's note: the ViT's softmax sums reach 0 after exp
-    // underflows); ours overflows exp on the same intervals and must say so, not bound.
-    EXPECT_THROW((void)compute_bounds(c.graph, c.box, Method::kIbp), NumericError) << c.name;
+    // underflows); exp overflows ours on the same intervals, and the softmax values still stay
+    // in [0, 1]: finite (compute_bounds throws otherwise) and sound.
+    const Interval ibp = compute_bounds(c.graph, c.box, Method::kIbp);
+    for (const char* key : {"sampled", "sampled_vertices"}) {
+      expect_sound(ibp, c.ref[key], c.name + " ibp vs " + key);
+    }
     return;
   }
   const Interval ibp = compute_bounds(c.graph, c.box, Method::kIbp);

@@ -16,6 +16,16 @@
 namespace distcrown {
 namespace {
 
+// Where a CROWN bound is not finite (a relaxation line past the dtype's range gives its row an
+// infinite bound, ops/elementwise_lines.hpp), the reference's (IBP): both are sound, and the
+// finite CROWN bounds stay as they are.
+Interval finite_or(Interval b, const Interval& reference) {
+  const at::Tensor lo_ok = at::isfinite(b.lower);
+  const at::Tensor hi_ok = at::isfinite(b.upper);
+  if (lo_ok.all().item<bool>() && hi_ok.all().item<bool>()) return b;
+  return {at::where(lo_ok, b.lower, reference.lower), at::where(hi_ok, b.upper, reference.upper)};
+}
+
 // Adds b into a (A matrices reaching one node along several paths). Keeps lA and uA one tensor
 // while both sides are the same tensor, so the shared prefix of a backward pass is computed once.
 void add_into(BoundA& a, const BoundA& b) {
@@ -122,7 +132,7 @@ void CrownEngine::compute_intermediate_bounds() {
       if (intersect_reference_ && reference_[size_t(i)]) {
         b = {at::maximum(b.lower, reference.lower), at::minimum(b.upper, reference.upper)};
       }
-      bounds_[size_t(i)] = std::move(b);
+      bounds_[size_t(i)] = finite_or(std::move(b), reference);
     } else {
       bounds_[size_t(i)] = std::move(reference);
     }
@@ -460,6 +470,11 @@ Interval CrownEngine::output_bounds(const at::Tensor& C, bool lower, bool upper)
     const Interval ibp = output_ibp(C);
     if (lower) result.lower = at::maximum(result.lower, ibp.lower);
     if (upper) result.upper = at::minimum(result.upper, ibp.upper);
+  } else if ((lower && !at::isfinite(result.lower).all().item<bool>()) ||
+             (upper && !at::isfinite(result.upper).all().item<bool>())) {
+    const Interval ibp = output_ibp(C);
+    if (lower) result.lower = at::where(at::isfinite(result.lower), result.lower, ibp.lower);
+    if (upper) result.upper = at::where(at::isfinite(result.upper), result.upper, ibp.upper);
   }
   return result;
 }

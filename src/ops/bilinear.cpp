@@ -1,5 +1,8 @@
 #include "ops/bilinear.hpp"
 
+#include <initializer_list>
+#include <limits>
+
 #include <ATen/ATen.h>
 
 namespace distcrown::ops {
@@ -46,8 +49,22 @@ at::Tensor initial_plane_params(const std::vector<int64_t>& out, const Interval&
   return at::ones(full, in.lower.options());
 }
 
+// x·y where neither is NaN, 0·(±∞) read as 0: a bound's infinity stands for "unbounded", and the
+// product of an unbounded factor with an exact 0 is 0.
+at::Tensor corner(const at::Tensor& x, const at::Tensor& y) {
+  return at::where((x == 0) | (y == 0), at::zeros({}, x.options()), x * y);
+}
+
+bool all_finite(std::initializer_list<const at::Tensor*> ts) {
+  for (const at::Tensor* t : ts) {
+    if (!at::isfinite(*t).all().item<bool>()) return false;
+  }
+  return true;
+}
+
 class BoundBilinearMul final : public BoundNode {
  public:
+  explicit BoundBilinearMul(std::optional<std::pair<double, double>> range) : range_(range) {}
   std::string op_type() const override { return "Mul"; }
   OpTraits traits() const override {
     return {.needs_input_bounds = true, .relaxation_params = true};
@@ -61,12 +78,17 @@ class BoundBilinearMul final : public BoundNode {
   Interval ibp(std::span<const Interval* const> v) const override {
     const Interval& x = *v[0];
     const Interval& y = *v[1];
-    const at::Tensor p0 = x.lower * y.lower;
-    const at::Tensor p1 = x.lower * y.upper;
-    const at::Tensor p2 = x.upper * y.lower;
-    const at::Tensor p3 = x.upper * y.upper;
-    return {at::minimum(at::minimum(p0, p1), at::minimum(p2, p3)),
-            at::maximum(at::maximum(p0, p1), at::maximum(p2, p3))};
+    const at::Tensor p0 = corner(x.lower, y.lower);
+    const at::Tensor p1 = corner(x.lower, y.upper);
+    const at::Tensor p2 = corner(x.upper, y.lower);
+    const at::Tensor p3 = corner(x.upper, y.upper);
+    Interval out{at::minimum(at::minimum(p0, p1), at::minimum(p2, p3)),
+                 at::maximum(at::maximum(p0, p1), at::maximum(p2, p3))};
+    if (range_) {
+      out.lower = out.lower.clamp(range_->first, range_->second);
+      out.upper = out.upper.clamp(range_->first, range_->second);
+    }
+    return out;
   }
 
   std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> bounds,
@@ -83,17 +105,29 @@ class BoundBilinearMul final : public BoundNode {
     const at::Tensor c_upper = -xl * yu;
     const int64_t B = x.lower.size(0);
     std::vector<BoundA> res(2);
+    // Where a plane is not finite (x_l, y_l or y_u infinite), no A passes through the element and
+    // a row with a coefficient there is unbounded on its side.
+    const at::Tensor finite = at::isfinite(xl) & at::isfinite(yl) & at::isfinite(yu);
+    const bool all = finite.all().item<bool>();
+    const at::Tensor zero = at::zeros({}, xl.options());
+    const auto keep = [&](const at::Tensor& t) { return all ? t : at::where(finite, t, zero); };
     // pos takes the plane of the side's own direction, neg the other.
     const auto side = [&](const at::Tensor& A, bool upper, at::Tensor& acc, at::Tensor& Ax,
                           at::Tensor& Ay) {
-      const at::Tensor pos = A.clamp_min(0);
-      const at::Tensor neg = A - pos;
+      const at::Tensor pos = keep(A.clamp_min(0));
+      const at::Tensor neg = keep(A - A.clamp_min(0));
       const at::Tensor& a_pos = upper ? yu : yl;
       const at::Tensor& a_neg = upper ? yl : yu;
-      Ax = sum_to_input(pos * a_pos + neg * a_neg, input_shape(0), B);
-      Ay = sum_to_input(A * xl, input_shape(1), B);  // both planes have slope x_l in y
-      accumulate(acc, bias_of(pos, upper ? c_upper : c_lower));
-      accumulate(acc, bias_of(neg, upper ? c_lower : c_upper));
+      Ax = sum_to_input(pos * keep(a_pos) + neg * keep(a_neg), input_shape(0), B);
+      // Both planes have slope x_l in y.
+      Ay = sum_to_input(keep(A) * keep(xl), input_shape(1), B);
+      accumulate(acc, bias_of(pos, keep(upper ? c_upper : c_lower)));
+      accumulate(acc, bias_of(neg, keep(upper ? c_lower : c_upper)));
+      if (!all) {
+        const at::Tensor lost = ((A != 0) & ~finite).reshape({A.size(0), A.size(1), -1}).any(2);
+        const double inf = std::numeric_limits<double>::infinity();
+        accumulate(acc, at::where(lost, upper ? inf : -inf, 0.0).to(A.scalar_type()));
+      }
     };
     if (a.lA.defined()) side(a.lA, false, bias.lower, res[0].lA, res[1].lA);
     if (a.uA.defined()) side(a.uA, true, bias.upper, res[0].uA, res[1].uA);
@@ -105,6 +139,8 @@ class BoundBilinearMul final : public BoundNode {
     if (!p.alpha_l.defined() && !p.alpha_u.defined()) return backward(a, bounds, bias);
     const Interval& x = *bounds[0];
     const Interval& y = *bounds[1];
+    // The interpolated planes read x_u and y_u: where a bound is not finite, CROWN's planes.
+    if (!all_finite({&x.lower, &x.upper, &y.lower, &y.upper})) return backward(a, bounds, bias);
     std::vector<int64_t> out = output_shape();
     const int64_t B = x.lower.size(0);
     out[0] = B;
@@ -128,6 +164,9 @@ class BoundBilinearMul final : public BoundNode {
     if (a.uA.defined()) side(a.uA, p.alpha_u, true, bias.upper, res[0].uA, res[1].uA);
     return res;
   }
+
+ private:
+  std::optional<std::pair<double, double>> range_;
 };
 
 class BoundBilinearMatMul final : public BoundNode {
@@ -220,7 +259,9 @@ class BoundBilinearMatMul final : public BoundNode {
 
 }  // namespace
 
-NodePtr make_bilinear_mul() { return std::make_unique<BoundBilinearMul>(); }
+NodePtr make_bilinear_mul(std::optional<std::pair<double, double>> range) {
+  return std::make_unique<BoundBilinearMul>(range);
+}
 NodePtr make_bilinear_matmul() { return std::make_unique<BoundBilinearMatMul>(); }
 
 }  // namespace distcrown::ops

@@ -9,12 +9,20 @@
 // interpolated relaxation; r = 1 gives the planes above).
 // IBP takes the min and max of the four corner products (summed over the contracted dim for
 // MatMul).
+#include <optional>
+#include <utility>
+
 #include "distcrown/graph/bound_node.hpp"
 
 namespace distcrown::ops {
 
-/// x ⊙ y, inputs [batch, *x_shape] and [batch, *y_shape] broadcasting to the output.
-NodePtr make_bilinear_mul();
+/// x ⊙ y, inputs [batch, *x_shape] and [batch, *y_shape] broadcasting to the output. With a
+/// `range` [lo, hi] that every value of the product is known to lie in (softmax's [0, 1]), IBP
+/// intersects its bounds with it. Where an input bound is not finite (exp past the dtype's
+/// range), IBP reads 0·∞ as 0, α-CROWN keeps the node's CROWN planes, and a CROWN row that needs a
+/// plane that is not finite gets an infinite bound of its side (the engine then falls back to
+/// IBP, methods/crown.cpp).
+NodePtr make_bilinear_mul(std::optional<std::pair<double, double>> range = std::nullopt);
 /// x · y over the last two dims: [batch, *lead, n, k] · [batch, *lead, k, m] -> [batch, *lead, n,
 /// m] (equal leading dims).
 NodePtr make_bilinear_matmul();

@@ -5,6 +5,7 @@
 // trig.cpp: Sin, Cos). Internal to ops/.
 #include <ATen/ATen.h>
 
+#include <limits>
 #include <utility>
 
 #include "distcrown/bounds/interval.hpp"
@@ -33,25 +34,31 @@ inline std::pair<at::Tensor, at::Tensor> tangent_line(const at::Tensor& t, const
 
 /// One side of the CROWN step: A [S, B, *shape] -> A⁺·k_pos + A⁻·k_neg, adding
 /// A⁺·b_pos + A⁻·b_neg into `bias` ([S, B]). The lower side passes the lower line as `pos`, the
-/// upper side the upper line.
+/// upper side the upper line, and `unbounded` −inf (upper: +inf): the bias of a row that has a
+/// coefficient on a neuron whose line is not finite, read when `may_overflow` (functions whose
+/// lines can leave the dtype's range on a finite interval: exp, powers, reciprocals).
 at::Tensor relax_elementwise_side(const at::Tensor& A, const at::Tensor& k_pos,
                                   const at::Tensor& b_pos, const at::Tensor& k_neg,
-                                  const at::Tensor& b_neg, at::Tensor& bias);
+                                  const at::Tensor& b_neg, at::Tensor& bias, double unbounded,
+                                  bool may_overflow);
 
 /// The CROWN step for both sides, with `lines_for(alpha)` giving the lines of one side from its
-/// α (undefined: CROWN's choice).
+/// α (undefined: CROWN's choice); `may_overflow` as relax_elementwise_side's.
 template <class LinesFor>
 BoundA relax_elementwise(const BoundA& a, BiasPair& bias, const at::Tensor& alpha_l,
-                         const at::Tensor& alpha_u, LinesFor&& lines_for) {
+                         const at::Tensor& alpha_u, LinesFor&& lines_for,
+                         bool may_overflow = false) {
   BoundA out;
   // Lower bound: positive coefficients take the lower line, negative ones the upper line.
   if (a.lA.defined()) {
     const ElementwiseLines l = lines_for(alpha_l);
-    out.lA = relax_elementwise_side(a.lA, l.lower_k, l.lower_b, l.upper_k, l.upper_b, bias.lower);
+    out.lA = relax_elementwise_side(a.lA, l.lower_k, l.lower_b, l.upper_k, l.upper_b, bias.lower,
+                                    -std::numeric_limits<double>::infinity(), may_overflow);
   }
   if (a.uA.defined()) {
     const ElementwiseLines l = lines_for(alpha_u);
-    out.uA = relax_elementwise_side(a.uA, l.upper_k, l.upper_b, l.lower_k, l.lower_b, bias.upper);
+    out.uA = relax_elementwise_side(a.uA, l.upper_k, l.upper_b, l.lower_k, l.lower_b, bias.upper,
+                                    std::numeric_limits<double>::infinity(), may_overflow);
   }
   return out;
 }

@@ -105,8 +105,9 @@ class BoundPow final : public BoundNode {
   std::vector<BoundA> backward_relaxed(const BoundA& a, std::span<const Interval* const> bounds,
                                        BiasPair& bias, const RelaxParams& p) const override {
     const Interval& pre = *bounds[0];
-    return {relax_elementwise(a, bias, p.alpha_l, p.alpha_u,
-                              [&](const at::Tensor& tp) { return lines(pre, tp); })};
+    return {relax_elementwise(
+        a, bias, p.alpha_l, p.alpha_u, [&](const at::Tensor& tp) { return lines(pre, tp); },
+        /*may_overflow=*/true)};
   }
 
  private:

@@ -74,7 +74,8 @@ Value emit_softmax(LoweringContext& ctx, int from, int64_t axis) {
   const int e = ctx.emit(make_exp(), {shift}, "/exp").node;
   const int s = ctx.emit(make_reduce(Reduction::kSum, {axis}, true), {e}, "/sum").node;
   const int r = ctx.emit(make_reciprocal(), {s}, "/reciprocal").node;
-  return ctx.emit(make_bilinear_mul(), {e, r});
+  // Every softmax value is in [0, 1]: IBP keeps its bounds there, whatever exp reached.
+  return ctx.emit(make_bilinear_mul(std::pair{0.0, 1.0}), {e, r});
 }
 
 // Softmax-1..12 coerce the input to 2-D at `axis` (default 1): the softmax runs over all dims

@@ -33,8 +33,9 @@ std::vector<BoundA> TangentPointElementwise::backward_relaxed(
     const RelaxParams& p) const {
   const Interval pre = floored(*bounds[0]);
   require_domain(pre);
-  return {relax_elementwise(a, bias, p.alpha_l, p.alpha_u,
-                            [&](const at::Tensor& t) { return lines(pre, t); })};
+  return {relax_elementwise(
+      a, bias, p.alpha_l, p.alpha_u, [&](const at::Tensor& t) { return lines(pre, t); },
+      /*may_overflow=*/true)};
 }
 
 Interval TangentPointElementwise::floored(const Interval& in) const {

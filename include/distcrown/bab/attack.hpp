@@ -40,7 +40,9 @@ AttackOptions round_attack(const AttackOptions& root, int64_t round);
 
 /// PGD over the case's box minimising, for each disjunct, its margin (then the best); the
 /// result has passed check_candidates. `starts` ([M, *input_shape], optional) are extra
-/// starting points (e.g. where bounds are worst). Every step beats `until`'s heartbeat (verify's
+/// starting points (e.g. where bounds are worst). A start whose gradient is 0 everywhere (Sign
+/// layers: PGD has no direction) takes random sign steps instead, each kept only where it did not
+/// raise the start's margin. Every step beats `until`'s heartbeat (verify's
 /// progress line: a step of a large network takes seconds); once its deadline has expired the
 /// attack gives up (checked between steps; no DeadlineReached).
 std::optional<Counterexample> pgd_attack(const AttackOptions& options, const Checkpoint& until,
