@@ -2,6 +2,7 @@
 // branch-and-bound round (bab::round_attack), bab/attack.hpp.
 
 #include "bab_testing.hpp"
+#include "onnx_builder.hpp"
 
 namespace distcrown {
 namespace {
@@ -132,6 +133,38 @@ TEST(RoundAttack, DrawsFreshStartsEachRound) {
   }
   EXPECT_GT(hits, 0);
   EXPECT_GT(misses, 0);
+}
+
+// A network with a Sign layer has no gradient: PGD from the box's centre alone (no random
+// starts) cannot move, and the random sign steps it takes instead (kept where the margin does not
+// rise) reach the 3 % of the box where the unsafe output holds.
+TEST(PgdAttack, MovesWithoutAGradientThroughSignLayers) {
+  testing::OnnxBuilder b;
+  b.input("x", {1, 2}).output("y", {1, 1});
+  at::Generator gen = at::detail::createCPUGenerator(4);
+  b.initializer("W1", at::randn({8, 2}, gen)).initializer("b1", at::randn({8}, gen) * 0.5);
+  b.initializer("W2", at::randn({1, 8}, gen)).initializer("b2", at::zeros({1}));
+  b.node("fc1", "Gemm", {"x", "W1", "b1"}, {"h"}, {testing::attr_int("transB", 1)});
+  b.node("sign", "Sign", {"h"}, {"s"});
+  b.node("fc2", "Gemm", {"s", "W2", "b2"}, {"y"}, {testing::attr_int("transB", 1)});
+  const BoundGraph g = io::load_onnx_bytes(b.bytes(), "sign.onnx");
+  const InputBox box{at::full({1, 2}, -1.0), at::full({1, 2}, 1.0)};
+  double rhs = 0;
+  {
+    c10::NoGradGuard no_grad;
+    const at::Tensor x = at::rand({4096, 2}, gen) * 2 - 1;
+    rhs = at::quantile(g.forward(x).reshape({-1}), 0.03).item<double>();
+    ASSERT_GT(g.forward(at::zeros({1, 2})).item<double>(), rhs) << "the centre holds already";
+  }
+  const io::VnnlibProperty p = property_of(box, 1, {{{{{1.0}, rhs}}}});
+  bab::AttackOptions a;
+  a.restarts = 0;
+  a.steps = 100;
+  const auto cex = bab::pgd_attack(a, Checkpoint{bab::Deadline(30)}, g, p.cases[0],
+                                   objectives(p.cases[0], 1, at::kFloat));
+  ASSERT_TRUE(cex.has_value());
+  EXPECT_LE(cex->y.at(0), rhs);
+  EXPECT_TRUE(inside(cex->x, p.cases[0]));
 }
 
 }  // namespace

@@ -81,12 +81,22 @@ std::optional<Counterexample> pgd_attack(const AttackOptions& options, const Che
   if (auto cex = check_candidates(g, c, x)) return cex;
   if (options.steps == 0 || disjuncts.empty()) return std::nullopt;
   const int64_t N = x.size(0);
+  const auto row_shape = [&](const at::Tensor& v) {  // [N] -> [N, 1, ..] against x
+    std::vector<int64_t> s(size_t(x.dim()), 1);
+    s[0] = N;
+    return v.reshape(s);
+  };
+  // A start whose gradient is 0 everywhere (sign-discretised layers) cannot move by PGD: it takes
+  // a random sign step instead, kept only where it did not raise the start's soft margin (a
+  // (1+1) random search).
+  at::Tensor prev_x;
+  at::Tensor prev_margin;  // [N]
   // Each start attacks the disjunct closest to holding there.
   for (int step = 0; step < options.steps; ++step) {
     if (until.heartbeat != nullptr) until.heartbeat->beat();
     if (until.deadline.expired()) break;
     at::Tensor xv = x.detach().requires_grad_(true);
-    at::Tensor loss;
+    at::Tensor margin;  // [N]
     {
       c10::AutoGradMode grad_on(true);
       const at::Tensor y = g.forward(xv).reshape({N, -1});
@@ -98,13 +108,28 @@ std::optional<Counterexample> pgd_attack(const AttackOptions& options, const Che
             (at::matmul(y, d.C.to(y.options()).t()) - d.rhs.to(y.options())).clamp_min(0).sum(1));
       }
       if (m.empty()) return std::nullopt;
-      loss = std::get<0>(at::stack(m, 1).min(1)).sum();
-      loss.backward();
+      margin = std::get<0>(at::stack(m, 1).min(1));
+      margin.sum().backward();
     }
     const double frac = options.step_fraction * (1.0 - double(step) / options.steps);
     {
       c10::NoGradGuard no_grad;
-      x = x - frac * width * xv.grad().sign();
+      at::Tensor dir = xv.grad().sign();
+      margin = margin.detach();
+      const at::Tensor stuck = (dir == 0).reshape({N, -1}).all(1);  // [N]
+      if (stuck.any().item<bool>()) {
+        if (prev_x.defined()) {
+          const at::Tensor worse = stuck & (margin > prev_margin);
+          x = at::where(row_shape(worse), prev_x, x);
+          margin = at::where(worse, prev_margin, margin);
+        }
+        const at::Tensor coin =
+            (at::rand(x.sizes(), gen, x.options().device(at::kCPU)) < 0.5).to(x.device());
+        dir = at::where(row_shape(stuck), at::where(coin, 1.0, -1.0).to(x.scalar_type()), dir);
+      }
+      prev_x = x;
+      prev_margin = margin;
+      x = x - frac * width * dir;
       x = at::maximum(at::minimum(x, hi), lo);
     }
     if ((step + 1) % 10 == 0 || step + 1 == options.steps) {
