@@ -93,13 +93,14 @@ BoundGraph then_linear(Rng& rng, const std::function<int(Net&, int)>& op) {
 // A one-input elementwise operator through ONNX import (Sign, Sigmoid, Tanh have no factory
 // outside the registry): x [1, 6] -> Gemm 6->8 -> op -> Gemm 8->4. `scale` widens the first
 // layer so that the op's input intervals reach its saturated range.
-BoundGraph elementwise_graph(Rng& rng, const std::string& op_type, double scale = 0.4) {
+BoundGraph elementwise_graph(Rng& rng, const std::string& op_type, double scale = 0.4,
+                             std::vector<io::OnnxAttribute> attrs = {}) {
   testing::OnnxBuilder b;
   b.input("x", {1, 6}).output("y", {1, 4});
   b.initializer("W1", rng.normal({8, 6}, scale)).initializer("b1", rng.normal({8}, 0.3));
   b.initializer("W2", rng.normal({4, 8}, 0.4)).initializer("b2", rng.normal({4}, 0.3));
   b.node("fc1", "Gemm", {"x", "W1", "b1"}, {"h"}, {testing::attr_int("transB", 1)});
-  b.node("op", op_type, {"h"}, {"s"});
+  b.node("op", op_type, {"h"}, {"s"}, std::move(attrs));
   b.node("fc2", "Gemm", {"s", "W2", "b2"}, {"y"}, {testing::attr_int("transB", 1)});
   return io::load_onnx_bytes(b.bytes(), op_type + ".onnx");
 }
@@ -292,6 +293,15 @@ const std::vector<OpCase>& op_cases() {
          return sandwich(r, [](Net& n, int x) { return n.add(ops::make_relu(), {x}); });
        }},
       {"Sign", [](Rng& r) { return elementwise_graph(r, "Sign"); }},
+      {"LeakyRelu",
+       [](Rng& r) {
+         return elementwise_graph(r, "LeakyRelu", 0.4, {testing::attr_float("alpha", 0.1)});
+       }},
+      {"LeakyReluDefaultAlpha", [](Rng& r) { return elementwise_graph(r, "LeakyRelu"); }},
+      {"LeakyReluSteep",
+       [](Rng& r) {
+         return elementwise_graph(r, "LeakyRelu", 0.4, {testing::attr_float("alpha", 2.5)});
+       }},
       {"Sigmoid", [](Rng& r) { return elementwise_graph(r, "Sigmoid"); }},
       {"SigmoidSaturated", [](Rng& r) { return elementwise_graph(r, "Sigmoid", 8.0); }},
       {"Tanh", [](Rng& r) { return elementwise_graph(r, "Tanh"); }},
@@ -758,6 +768,9 @@ TEST(OpHarnessCases, AffineCasesHaveExactIbp) {
                                                "Exp",
                                                "Erf",
                                                "ErfSaturated",
+                                               "LeakyRelu",
+                                               "LeakyReluDefaultAlpha",
+                                               "LeakyReluSteep",
                                                "Sin",
                                                "SinAroundExtrema",
                                                "SinPeriods",
@@ -802,6 +815,19 @@ TEST(OpHarnessCases, AffineCasesHaveExactIbp) {
                                                "ReduceMeanKeepdims"};
     const bool want = inexact.count(c.name) == 0;
     EXPECT_EQ(g.affine_from_input(g.output()), want) << c.name;
+  }
+}
+
+// LeakyRelu lowers to α·x + (1 − α)·Relu(x): the same function for α of either side of 1.
+TEST(LeakyRelu, LoweredForwardIsLeakyRelu) {
+  for (const double alpha : {0.01, 0.1, 2.5, 0.0}) {
+    testing::OnnxBuilder b;
+    b.input("x", {1, 6}).output("y", {1, 6});
+    b.node("op", "LeakyRelu", {"x"}, {"y"}, {testing::attr_float("alpha", alpha)});
+    const BoundGraph g = io::load_onnx_bytes(b.bytes(), "leaky.onnx");
+    const at::Tensor x = at::linspace(-3, 3, 60, at::kFloat).reshape({10, 6});
+    c10::NoGradGuard no_grad;
+    EXPECT_TRUE(at::allclose(g.forward(x), at::leaky_relu(x, alpha), 1e-6, 1e-6)) << alpha;
   }
 }
 

@@ -1,5 +1,6 @@
 #include "ops/relu.hpp"
 
+#include <cmath>
 #include <functional>
 #include <tuple>
 #include <utility>
@@ -9,6 +10,8 @@
 
 #include "distcrown/util/error.hpp"
 #include "graph/op_registry.hpp"
+#include "ops/add_sub.hpp"
+#include "ops/mul_div.hpp"
 #include "util/recompute.hpp"
 
 namespace distcrown::ops {
@@ -182,10 +185,29 @@ Value lower_relu(LoweringContext& ctx) {
   return ctx.emit(make_relu(), {ctx.bounded(0)});
 }
 
+// LeakyRelu(x) = α·x + (1 − α)·Relu(x), exactly, for any α. Its relaxation is then LeakyRelu's
+// own (for 0 ≤ α < 1: the chord above, below the lines through 0 of slope α + (1 − α)·[0, 1] =
+// [α, 1], α-CROWN over them), and branch and bound splits it at 0 as the ReLU it holds.
+Value lower_leaky_relu(LoweringContext& ctx) {
+  const double alpha = ctx.attrs.get_float("alpha", 0.01);
+  if (!std::isfinite(alpha)) ctx.fail("alpha is not finite");
+  if (ctx.all_constant()) return Value::of_constant(at::leaky_relu(ctx.constant(0), alpha));
+  const int x = ctx.bounded(0);
+  const int relu = ctx.emit(make_relu(), {x}, "/relu").node;
+  if (alpha == 0) return Value::of_node(relu);
+  const auto scalar = [&](double v) { return ctx.param(at::tensor(v, at::kDouble)); };
+  const int bent = ctx.emit(make_mul_const(scalar(1 - alpha)), {relu}, "/bent").node;
+  const int straight = ctx.emit(make_mul_const(scalar(alpha)), {x}, "/straight").node;
+  return ctx.emit(make_add(), {straight, bent});
+}
+
 }  // namespace
 
 NodePtr make_relu() { return std::make_unique<BoundRelu>(); }
 
-void register_relu(OpRegistry& r) { r.add("Relu", kAllOpsets, lower_relu); }
+void register_relu(OpRegistry& r) {
+  r.add("Relu", kAllOpsets, lower_relu);
+  r.add("LeakyRelu", kAllOpsets, lower_leaky_relu);
+}
 
 }  // namespace distcrown::ops
