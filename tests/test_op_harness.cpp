@@ -105,6 +105,26 @@ BoundGraph elementwise_graph(Rng& rng, const std::string& op_type, double scale 
   return io::load_onnx_bytes(b.bytes(), op_type + ".onnx");
 }
 
+// A constant that broadcasts the variable input to a larger shape (ml4acopf's [54] against
+// [1, 24, 1]): x [1, 6] -> Gemm 6->4 -> Reshape [1, 4, 1] -> `op` with a constant [5] -> Relu ->
+// Reshape [1, 20] -> Gemm 20->3.
+BoundGraph broadcast_constant_graph(Rng& rng, const std::string& op) {
+  testing::OnnxBuilder b;
+  b.input("x", {1, 6}).output("y", {1, 3});
+  b.initializer("W1", rng.normal({4, 6}, 0.5)).initializer("b1", rng.normal({4}, 0.3));
+  b.initializer("c", op == "Div" ? rng.signed_scale({5}) : rng.normal({5}, 0.5));
+  b.initializer("W2", rng.normal({3, 20}, 0.4)).initializer("b2", rng.normal({3}, 0.3));
+  b.initializer("column", at::tensor({1, 4, 1}, at::kLong));
+  b.initializer("flat", at::tensor({1, 20}, at::kLong));
+  b.node("fc1", "Gemm", {"x", "W1", "b1"}, {"h"}, {testing::attr_int("transB", 1)});
+  b.node("to_column", "Reshape", {"h", "column"}, {"hc"});
+  b.node("op", op, {"hc", "c"}, {"g"});
+  b.node("relu", "Relu", {"g"}, {"r"});
+  b.node("to_flat", "Reshape", {"r", "flat"}, {"f"});
+  b.node("fc2", "Gemm", {"f", "W2", "b2"}, {"y"}, {testing::attr_int("transB", 1)});
+  return io::load_onnx_bytes(b.bytes(), "broadcast.onnx");
+}
+
 // Split through ONNX import (its bounded lowering is one Slice per output):
 // x [1, 2, 6] -> Split axis 2 into [2, 4] -> MatMul [2, 3] and MatMul [4, 3] -> Add -> [1, 2, 3].
 BoundGraph split_graph(Rng& rng) {
@@ -293,6 +313,10 @@ const std::vector<OpCase>& op_cases() {
          return sandwich(r, [](Net& n, int x) { return n.add(ops::make_relu(), {x}); });
        }},
       {"Sign", [](Rng& r) { return elementwise_graph(r, "Sign"); }},
+      {"AddConstantBroadcastsInput", [](Rng& r) { return broadcast_constant_graph(r, "Add"); }},
+      {"SubConstantBroadcastsInput", [](Rng& r) { return broadcast_constant_graph(r, "Sub"); }},
+      {"MulConstantBroadcastsInput", [](Rng& r) { return broadcast_constant_graph(r, "Mul"); }},
+      {"DivConstantBroadcastsInput", [](Rng& r) { return broadcast_constant_graph(r, "Div"); }},
       {"LeakyRelu",
        [](Rng& r) {
          return elementwise_graph(r, "LeakyRelu", 0.4, {testing::attr_float("alpha", 0.1)});
@@ -769,6 +793,10 @@ TEST(OpHarnessCases, AffineCasesHaveExactIbp) {
                                                "Erf",
                                                "ErfSaturated",
                                                "LeakyRelu",
+                                               "AddConstantBroadcastsInput",
+                                               "SubConstantBroadcastsInput",
+                                               "MulConstantBroadcastsInput",
+                                               "DivConstantBroadcastsInput",
                                                "LeakyReluDefaultAlpha",
                                                "LeakyReluSteep",
                                                "Sin",

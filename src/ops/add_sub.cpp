@@ -124,9 +124,9 @@ Value lower_add_sub(LoweringContext& ctx, bool subtract) {
     }
     return ctx.emit(subtract ? make_sub() : make_add(), {ctx.inputs[0].node, ctx.inputs[1].node});
   }
-  const int x = var0 ? ctx.inputs[0].node : ctx.inputs[1].node;
   // In the parameters' dtype first: the subtraction below negates it.
   const at::Tensor c = (var0 ? ctx.inputs[1] : ctx.inputs[0]).constant.to(ctx.param_dtype);
+  const int x = broadcast_to_constant(ctx, var0 ? ctx.inputs[0].node : ctx.inputs[1].node, c);
   if (!subtract) return ctx.emit(make_add_const(ctx.param(c)), {x});
   if (var0) return ctx.emit(make_add_const(ctx.param(-c)), {x});  // x − c
   const Value neg = ctx.emit(make_neg(), {x}, "/neg");            // c − x

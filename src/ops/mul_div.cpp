@@ -94,11 +94,13 @@ Value lower_mul_div(LoweringContext& ctx, bool divide) {
     if (!ctx.inputs[0].is_bounded()) ctx.unsupported("Div of a constant by a variable tensor");
     ParamPtr divisor = ctx.param(ctx.constant(1));
     if ((divisor->get() == 0).any().item<bool>()) ctx.fail("division by zero");
-    return ctx.emit(make_div_const(std::move(divisor)), {ctx.bounded(0)});
+    const int x = broadcast_to_constant(ctx, ctx.bounded(0), ctx.constant(1));
+    return ctx.emit(make_div_const(std::move(divisor)), {x});
   }
   const bool var0 = ctx.inputs[0].is_bounded();
   const at::Tensor c = (var0 ? ctx.inputs[1] : ctx.inputs[0]).constant;  // ctx.param casts
-  return ctx.emit(make_mul_const(ctx.param(c)), {var0 ? ctx.inputs[0].node : ctx.inputs[1].node});
+  const int x = broadcast_to_constant(ctx, var0 ? ctx.inputs[0].node : ctx.inputs[1].node, c);
+  return ctx.emit(make_mul_const(ctx.param(c)), {x});
 }
 
 Value lower_neg(LoweringContext& ctx) {

@@ -61,6 +61,48 @@ class BoundReshape final : public BoundNode {
   std::string op_;
 };
 
+// y = x broadcast to [batch, *shape] (ONNX's right-aligned broadcasting; x's rank at most the
+// output's). Linear: the CROWN step sums A over the broadcast dims.
+class BoundExpand final : public BoundNode {
+ public:
+  explicit BoundExpand(std::vector<int64_t> shape) : shape_(std::move(shape)) {}
+  std::string op_type() const override { return "Expand"; }
+  OpTraits traits() const override { return {.affine = true}; }
+
+  at::Tensor forward(std::span<const at::Tensor> x) const override {
+    return aligned(x[0]).expand(with_lead({x[0].size(0)}, shape_));
+  }
+  Interval ibp(std::span<const Interval* const> x) const override {
+    const auto s = with_lead({x[0]->lower.size(0)}, shape_);
+    return {aligned(x[0]->lower).expand(s), aligned(x[0]->upper).expand(s)};
+  }
+  std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> /*bounds*/,
+                               BiasPair& bias) const override {
+    const auto& in = input_shape(0);
+    const std::vector<int64_t> rest(in.begin() + 1, in.end());
+    return {map_sides(
+        a, bias,
+        [&](const at::Tensor& A) {
+          // [S, B, *shape] -> [S, B, 1.., *in] summed where x was broadcast -> [S, B, *in].
+          std::vector<int64_t> padded{A.size(0), A.size(1)};
+          padded.insert(padded.end(), shape_.size() - rest.size(), 1);
+          padded.insert(padded.end(), rest.begin(), rest.end());
+          return A.sum_to_size(padded).reshape(with_lead({A.size(0), A.size(1)}, rest));
+        },
+        no_bias)};
+  }
+
+ private:
+  // x [B, *in] viewed as [B, 1.., *in] of the output's rank.
+  [[nodiscard]] at::Tensor aligned(const at::Tensor& x) const {
+    std::vector<int64_t> s{x.size(0)};
+    s.insert(s.end(), shape_.size() + 1 - size_t(x.dim()), 1);
+    s.insert(s.end(), x.sizes().begin() + 1, x.sizes().end());
+    return x.reshape(s);
+  }
+  std::vector<int64_t> shape_;
+};
+
 class BoundTranspose final : public BoundNode {
  public:
   explicit BoundTranspose(std::vector<int64_t> perm) : perm_(std::move(perm)) {
@@ -224,6 +266,9 @@ Value lower_unsqueeze_squeeze(LoweringContext& ctx, bool unsqueeze, bool axes_in
 
 NodePtr make_reshape(std::vector<int64_t> shape, std::string op_type) {
   return std::make_unique<BoundReshape>(std::move(shape), std::move(op_type));
+}
+NodePtr make_expand(std::vector<int64_t> shape) {
+  return std::make_unique<BoundExpand>(std::move(shape));
 }
 NodePtr make_transpose(std::vector<int64_t> perm) {
   return std::make_unique<BoundTranspose>(std::move(perm));

@@ -8,6 +8,10 @@ namespace distcrown::ops {
 /// y = x.reshape([batch, *shape]); shape excludes the batch dim.
 NodePtr make_reshape(std::vector<int64_t> shape, std::string op_type = "Reshape");
 
+/// y = x broadcast to [batch, *shape] (shape excludes the batch dim; x's non-batch dims
+/// right-aligned against it, each 1 or equal).
+NodePtr make_expand(std::vector<int64_t> shape);
+
 /// y = x.permute(perm) with perm[0] == 0 (the batch dim stays first).
 NodePtr make_transpose(std::vector<int64_t> perm);
 
