@@ -324,20 +324,29 @@ TEST_F(OnnxLoader, ExportedFlattenPatternIsFolded) {
 }
 
 TEST_F(OnnxLoader, ShapeArithmeticOnVariables) {
-  // Concat of bounded tensors is an operator (ops/concat.cpp); Expand of one is not.
+  // Concat and Expand of bounded tensors are operators (ops/concat.cpp, ops/reshape.cpp); an
+  // Expand that would broadcast the batch dim is refused.
   OnnxBuilder b;
   b.input("x", {1, 4}).output("y", {1, 8});
   b.node("cat", "Concat", {"x", "x"}, {"y"}, {attr_int("axis", 1)});
   expect_forward_matches(b, {1, 4}, {1, 8}, [](const at::Tensor& x) { return at::cat({x, x}, 1); });
   OnnxBuilder e;
-  e.input("x", {1, 4}).output("y", {1, 4});
-  e.initializer("shape", int64s({1, 4}));
+  e.input("x", {1, 4, 1}).output("y", {1, 4, 3});
+  e.initializer("shape", int64s({1, 3}));
   e.node("expand", "Expand", {"x", "shape"}, {"y"});
+  expect_forward_matches(e, {1, 4, 1}, {1, 4, 3}, [](const at::Tensor& x) {
+    return x.expand({x.size(0), 4, 3});
+  });
+  OnnxBuilder batch;
+  batch.input("x", {1, 4}).output("y", {2, 4});
+  batch.initializer("shape", int64s({2, 4}));
+  batch.node("expand", "Expand", {"x", "shape"}, {"y"});
   try {
-    load(e);
-    FAIL() << "Expand of the variable input was accepted";
+    load(batch);
+    FAIL() << "an Expand of the batch dim was accepted";
   } catch (const UnsupportedError& err) {
-    EXPECT_NE(std::string(err.what()).find("'expand' (Expand)"), std::string::npos) << err.what();
+    EXPECT_NE(std::string(err.what()).find("broadcasts the batch dimension"), std::string::npos)
+        << err.what();
   }
 }
 

@@ -106,8 +106,8 @@ BoundGraph elementwise_graph(Rng& rng, const std::string& op_type, double scale 
 }
 
 // A constant that broadcasts the variable input to a larger shape (ml4acopf's [54] against
-// [1, 24, 1]): x [1, 6] -> Gemm 6->4 -> Reshape [1, 4, 1] -> `op` with a constant [5] -> Relu ->
-// Reshape [1, 20] -> Gemm 20->3.
+// [1, 24, 1]): x [1, 6] -> Gemm 6->4 -> Reshape [1, 4, 1] -> `op` with a constant [5] (Expand:
+// to [1, 4, 5]) -> Relu -> Reshape [1, 20] -> Gemm 20->3.
 BoundGraph broadcast_constant_graph(Rng& rng, const std::string& op) {
   testing::OnnxBuilder b;
   b.input("x", {1, 6}).output("y", {1, 3});
@@ -118,7 +118,12 @@ BoundGraph broadcast_constant_graph(Rng& rng, const std::string& op) {
   b.initializer("flat", at::tensor({1, 20}, at::kLong));
   b.node("fc1", "Gemm", {"x", "W1", "b1"}, {"h"}, {testing::attr_int("transB", 1)});
   b.node("to_column", "Reshape", {"h", "column"}, {"hc"});
-  b.node("op", op, {"hc", "c"}, {"g"});
+  if (op == "Expand") {
+    b.initializer("target", at::tensor({1, 4, 5}, at::kLong));
+    b.node("op", "Expand", {"hc", "target"}, {"g"});
+  } else {
+    b.node("op", op, {"hc", "c"}, {"g"});
+  }
   b.node("relu", "Relu", {"g"}, {"r"});
   b.node("to_flat", "Reshape", {"r", "flat"}, {"f"});
   b.node("fc2", "Gemm", {"f", "W2", "b2"}, {"y"}, {testing::attr_int("transB", 1)});
@@ -317,6 +322,7 @@ const std::vector<OpCase>& op_cases() {
       {"SubConstantBroadcastsInput", [](Rng& r) { return broadcast_constant_graph(r, "Sub"); }},
       {"MulConstantBroadcastsInput", [](Rng& r) { return broadcast_constant_graph(r, "Mul"); }},
       {"DivConstantBroadcastsInput", [](Rng& r) { return broadcast_constant_graph(r, "Div"); }},
+      {"ExpandBounded", [](Rng& r) { return broadcast_constant_graph(r, "Expand"); }},
       {"LeakyRelu",
        [](Rng& r) {
          return elementwise_graph(r, "LeakyRelu", 0.4, {testing::attr_float("alpha", 0.1)});
@@ -797,6 +803,7 @@ TEST(OpHarnessCases, AffineCasesHaveExactIbp) {
                                                "SubConstantBroadcastsInput",
                                                "MulConstantBroadcastsInput",
                                                "DivConstantBroadcastsInput",
+                                               "ExpandBounded",
                                                "LeakyReluDefaultAlpha",
                                                "LeakyReluSteep",
                                                "Sin",

@@ -91,8 +91,13 @@ std::vector<int64_t> checked_broadcast(const LoweringContext& ctx,
 }
 
 int broadcast_to_constant(LoweringContext& ctx, int x, const at::Tensor& c) {
+  return broadcast_to_shape(ctx, x, c.sizes().vec(), c.numel());
+}
+
+int broadcast_to_shape(LoweringContext& ctx, int x, const std::vector<int64_t>& shape,
+                       int64_t held) {
   const std::vector<int64_t>& xs = ctx.builder.shape(x);  // [1, *in]
-  const std::vector<int64_t> out = checked_broadcast(ctx, {xs, c.sizes().vec()}, c.numel());
+  const std::vector<int64_t> out = checked_broadcast(ctx, {xs, shape}, held);
   if (out == xs) return x;
   if (out.size() > xs.size() || out.front() != xs.front()) {
     ctx.unsupported("a constant that broadcasts the batch dimension of a variable input");

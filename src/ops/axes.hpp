@@ -52,6 +52,11 @@ std::vector<int64_t> checked_broadcast(const LoweringContext& ctx,
 /// otherwise. A constant that would broadcast the batch dim is refused as unsupported.
 int broadcast_to_constant(LoweringContext& ctx, int x, const at::Tensor& c);
 
+/// The same against a `shape` (ONNX Expand's), refused like checked_broadcast past `held`
+/// elements.
+int broadcast_to_shape(LoweringContext& ctx, int x, const std::vector<int64_t>& shape,
+                       int64_t held);
+
 /// [batch, *rest].
 std::vector<int64_t> with_batch(int64_t batch, const std::vector<int64_t>& rest);
 

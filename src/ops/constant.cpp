@@ -91,12 +91,20 @@ Value lower_where(LoweringContext& ctx) {  // opsets 9+
 }
 
 Value lower_expand(LoweringContext& ctx) {  // opsets 8+: bidirectional broadcasting
-  require_constant_inputs(ctx);
-  const at::Tensor& x = ctx.constant(0);
+  if (ctx.inputs.size() != 2) ctx.fail("expects 2 inputs");
   const std::vector<int64_t> shape = int_values(ctx, 1);
   for (const int64_t d : shape) {
     if (d < 0) ctx.fail("negative dimension " + std::to_string(d));
   }
+  if (ctx.inputs[0].is_bounded()) {
+    // A variable input: the same broadcast as a constant of the target shape would give it.
+    const std::vector<int64_t>& in = ctx.builder.shape(ctx.bounded(0));
+    int64_t held = 1;
+    for (const int64_t d : in) held *= d;
+    return Value::of_node(broadcast_to_shape(ctx, ctx.bounded(0), shape, held));
+  }
+  require_constant_inputs(ctx);
+  const at::Tensor& x = ctx.constant(0);
   const std::vector<int64_t> out = checked_broadcast(ctx, {x.sizes().vec(), shape}, x.numel());
   return Value::of_constant(x.expand(out).contiguous());
 }
