@@ -354,7 +354,10 @@ class Mutator {
       }
       case 3: {  // an operator type
         static const char* ops[] = {"Relu",
+                                    "LeakyRelu",
                                     "Sign",
+                                    "Floor",
+                                    "Ceil",
                                     "Gemm",
                                     "MatMul",
                                     "Conv",

@@ -318,6 +318,8 @@ const std::vector<OpCase>& op_cases() {
          return sandwich(r, [](Net& n, int x) { return n.add(ops::make_relu(), {x}); });
        }},
       {"Sign", [](Rng& r) { return elementwise_graph(r, "Sign"); }},
+      {"Floor", [](Rng& r) { return elementwise_graph(r, "Floor", 3.0); }},
+      {"Ceil", [](Rng& r) { return elementwise_graph(r, "Ceil", 3.0); }},
       {"AddConstantBroadcastsInput", [](Rng& r) { return broadcast_constant_graph(r, "Add"); }},
       {"SubConstantBroadcastsInput", [](Rng& r) { return broadcast_constant_graph(r, "Sub"); }},
       {"MulConstantBroadcastsInput", [](Rng& r) { return broadcast_constant_graph(r, "Mul"); }},
@@ -799,6 +801,8 @@ TEST(OpHarnessCases, AffineCasesHaveExactIbp) {
                                                "Erf",
                                                "ErfSaturated",
                                                "LeakyRelu",
+                                               "Floor",
+                                               "Ceil",
                                                "AddConstantBroadcastsInput",
                                                "SubConstantBroadcastsInput",
                                                "MulConstantBroadcastsInput",

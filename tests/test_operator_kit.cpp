@@ -47,8 +47,9 @@ TEST(OpRegistry, FindsTheLoweringOfTheModelsOpset) {
 
 TEST(OpRegistry, BuiltinFamiliesRegisterEachOpOnce) {
   const OpRegistry& r = ops::builtin_ops();  // would throw on a duplicate
-  for (const char* op : {"Gemm", "MatMul", "Relu", "Sign", "Conv", "Reshape", "Add", "Sub", "Mul",
-                         "Div", "Neg", "BatchNormalization", "Constant", "Slice"}) {
+  for (const char* op :
+       {"Gemm", "MatMul", "Relu", "LeakyRelu", "Sign", "Floor", "Ceil", "Conv", "Reshape", "Add",
+        "Sub", "Mul", "Div", "Neg", "BatchNormalization", "Constant", "Slice", "Expand"}) {
     EXPECT_NE(r.find(op, 13), nullptr) << op;
   }
 }

@@ -1,5 +1,6 @@
-// Sign: y = sign(x) ∈ {−1, 0, 1}, non-decreasing. Everything else (IBP, the constant relaxation,
-// the lowering) comes from ops/monotone.hpp.
+// The step functions, all non-decreasing: Sign (y = sign(x) ∈ {−1, 0, 1}), Floor and Ceil.
+// Everything else (IBP, the constant relaxation f(l) ≤ y ≤ f(u), the lowering) comes from
+// ops/monotone.hpp.
 #include <ATen/ATen.h>
 
 #include "ops/monotone.hpp"
@@ -14,8 +15,26 @@ class BoundSign final : public MonotoneElementwise {
   at::Tensor apply(const at::Tensor& x) const override { return at::sign(x); }
 };
 
+class BoundFloor final : public MonotoneElementwise {
+ public:
+  BoundFloor() : MonotoneElementwise(Direction::kNonDecreasing) {}
+  std::string op_type() const override { return "Floor"; }
+  at::Tensor apply(const at::Tensor& x) const override { return at::floor(x); }
+};
+
+class BoundCeil final : public MonotoneElementwise {
+ public:
+  BoundCeil() : MonotoneElementwise(Direction::kNonDecreasing) {}
+  std::string op_type() const override { return "Ceil"; }
+  at::Tensor apply(const at::Tensor& x) const override { return at::ceil(x); }
+};
+
 }  // namespace
 
-void register_sign(OpRegistry& r) { r.add("Sign", {.first = 9}, lower_elementwise<BoundSign>); }
+void register_sign(OpRegistry& r) {
+  r.add("Sign", {.first = 9}, lower_elementwise<BoundSign>);
+  r.add("Floor", kAllOpsets, lower_elementwise<BoundFloor>);
+  r.add("Ceil", kAllOpsets, lower_elementwise<BoundCeil>);
+}
 
 }  // namespace distcrown::ops
