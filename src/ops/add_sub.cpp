@@ -5,6 +5,7 @@
 #include "graph/op_registry.hpp"
 #include "ops/axes.hpp"
 #include "ops/mul_div.hpp"
+#include "ops/reshape.hpp"
 
 namespace distcrown::ops {
 namespace {

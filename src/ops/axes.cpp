@@ -4,8 +4,6 @@
 
 #include <ATen/ATen.h>
 
-#include "ops/reshape.hpp"
-
 namespace distcrown::ops {
 
 int64_t normalised_axis(const LoweringContext& ctx, int64_t axis, int64_t rank) {
@@ -88,22 +86,6 @@ std::vector<int64_t> checked_broadcast(const LoweringContext& ctx,
     held = std::max(held, t.numel());
   }
   return checked_broadcast(ctx, shapes, held);
-}
-
-int broadcast_to_constant(LoweringContext& ctx, int x, const at::Tensor& c) {
-  return broadcast_to_shape(ctx, x, c.sizes().vec(), c.numel());
-}
-
-int broadcast_to_shape(LoweringContext& ctx, int x, const std::vector<int64_t>& shape,
-                       int64_t held) {
-  const std::vector<int64_t>& xs = ctx.builder.shape(x);  // [1, *in]
-  const std::vector<int64_t> out = checked_broadcast(ctx, {xs, shape}, held);
-  if (out == xs) return x;
-  if (out.size() > xs.size() || out.front() != xs.front()) {
-    ctx.unsupported("a constant that broadcasts the batch dimension of a variable input");
-  }
-  return ctx.emit(make_expand(std::vector<int64_t>(out.begin() + 1, out.end())), {x}, "/expand")
-      .node;
 }
 
 std::vector<int64_t> with_batch(int64_t batch, const std::vector<int64_t>& rest) {

@@ -47,16 +47,6 @@ std::vector<int64_t> checked_broadcast(const LoweringContext& ctx,
 std::vector<int64_t> checked_broadcast(const LoweringContext& ctx,
                                        const std::vector<at::Tensor>& constants);
 
-/// The bounded node `x`, broadcast first (an Expand node) where the constant `c` it meets
-/// elementwise would broadcast it to a larger shape ([1, 24, 1] against [54]); `x` itself
-/// otherwise. A constant that would broadcast the batch dim is refused as unsupported.
-int broadcast_to_constant(LoweringContext& ctx, int x, const at::Tensor& c);
-
-/// The same against a `shape` (ONNX Expand's), refused like checked_broadcast past `held`
-/// elements.
-int broadcast_to_shape(LoweringContext& ctx, int x, const std::vector<int64_t>& shape,
-                       int64_t held);
-
 /// [batch, *rest].
 std::vector<int64_t> with_batch(int64_t batch, const std::vector<int64_t>& rest);
 

@@ -11,6 +11,7 @@
 
 #include "graph/op_registry.hpp"
 #include "ops/axes.hpp"
+#include "ops/reshape.hpp"
 
 namespace distcrown::ops {
 namespace {

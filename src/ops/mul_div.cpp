@@ -7,6 +7,7 @@
 #include "ops/axes.hpp"
 #include "ops/bilinear.hpp"
 #include "ops/convex.hpp"
+#include "ops/reshape.hpp"
 
 namespace distcrown::ops {
 namespace {

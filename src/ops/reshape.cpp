@@ -264,6 +264,22 @@ Value lower_unsqueeze_squeeze(LoweringContext& ctx, bool unsqueeze, bool axes_in
 
 }  // namespace
 
+int broadcast_to_constant(LoweringContext& ctx, int x, const at::Tensor& c) {
+  return broadcast_to_shape(ctx, x, c.sizes().vec(), c.numel());
+}
+
+int broadcast_to_shape(LoweringContext& ctx, int x, const std::vector<int64_t>& shape,
+                       int64_t held) {
+  const std::vector<int64_t>& xs = ctx.builder.shape(x);  // [1, *in]
+  const std::vector<int64_t> out = checked_broadcast(ctx, {xs, shape}, held);
+  if (out == xs) return x;
+  if (out.size() > xs.size() || out.front() != xs.front()) {
+    ctx.unsupported("a constant that broadcasts the batch dimension of a variable input");
+  }
+  return ctx.emit(make_expand(std::vector<int64_t>(out.begin() + 1, out.end())), {x}, "/expand")
+      .node;
+}
+
 NodePtr make_reshape(std::vector<int64_t> shape, std::string op_type) {
   return std::make_unique<BoundReshape>(std::move(shape), std::move(op_type));
 }
