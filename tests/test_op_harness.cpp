@@ -130,6 +130,27 @@ BoundGraph broadcast_constant_graph(Rng& rng, const std::string& op) {
   return io::load_onnx_bytes(b.bytes(), "broadcast.onnx");
 }
 
+// Where with a constant condition and a variable branch (the other a constant, or variable too):
+// x [1, 6] -> Gemm 6->8 (and Gemm 6->8 for a second variable branch) -> Where(cond [8]) -> Relu
+// -> Gemm 8->4.
+BoundGraph where_graph(Rng& rng, bool both_variable) {
+  testing::OnnxBuilder b;
+  b.input("x", {1, 6}).output("y", {1, 4});
+  b.initializer("W1", rng.normal({8, 6}, 0.5)).initializer("b1", rng.normal({8}, 0.3));
+  b.initializer("W3", rng.normal({8, 6}, 0.5)).initializer("b3", rng.normal({8}, 0.3));
+  b.initializer("pick", (rng.uniform({8}) < 0.5).to(at::kLong))
+      .initializer("other", rng.normal({8}, 0.5));
+  b.initializer("one", at::tensor({1}, at::kLong));
+  b.node("cond", "Equal", {"pick", "one"}, {"cond"});  // a bool tensor (initializers are not)
+  b.initializer("W2", rng.normal({4, 8}, 0.4)).initializer("b2", rng.normal({4}, 0.3));
+  b.node("fc1", "Gemm", {"x", "W1", "b1"}, {"h"}, {testing::attr_int("transB", 1)});
+  b.node("fc3", "Gemm", {"x", "W3", "b3"}, {"h3"}, {testing::attr_int("transB", 1)});
+  b.node("where", "Where", {"cond", both_variable ? "h3" : "other", "h"}, {"w"});
+  b.node("relu", "Relu", {"w"}, {"r"});
+  b.node("fc2", "Gemm", {"r", "W2", "b2"}, {"y"}, {testing::attr_int("transB", 1)});
+  return io::load_onnx_bytes(b.bytes(), "where.onnx");
+}
+
 // Split through ONNX import (its bounded lowering is one Slice per output):
 // x [1, 2, 6] -> Split axis 2 into [2, 4] -> MatMul [2, 3] and MatMul [4, 3] -> Add -> [1, 2, 3].
 BoundGraph split_graph(Rng& rng) {
@@ -325,6 +346,8 @@ const std::vector<OpCase>& op_cases() {
       {"MulConstantBroadcastsInput", [](Rng& r) { return broadcast_constant_graph(r, "Mul"); }},
       {"DivConstantBroadcastsInput", [](Rng& r) { return broadcast_constant_graph(r, "Div"); }},
       {"ExpandBounded", [](Rng& r) { return broadcast_constant_graph(r, "Expand"); }},
+      {"WhereVariableAndConstant", [](Rng& r) { return where_graph(r, false); }},
+      {"WhereTwoVariables", [](Rng& r) { return where_graph(r, true); }},
       {"LeakyRelu",
        [](Rng& r) {
          return elementwise_graph(r, "LeakyRelu", 0.4, {testing::attr_float("alpha", 0.1)});
@@ -808,6 +831,8 @@ TEST(OpHarnessCases, AffineCasesHaveExactIbp) {
                                                "MulConstantBroadcastsInput",
                                                "DivConstantBroadcastsInput",
                                                "ExpandBounded",
+                                               "WhereVariableAndConstant",
+                                               "WhereTwoVariables",
                                                "LeakyReluDefaultAlpha",
                                                "LeakyReluSteep",
                                                "Sin",
@@ -867,6 +892,34 @@ TEST(LeakyRelu, LoweredForwardIsLeakyRelu) {
     const at::Tensor x = at::linspace(-3, 3, 60, at::kFloat).reshape({10, 6});
     c10::NoGradGuard no_grad;
     EXPECT_TRUE(at::allclose(g.forward(x), at::leaky_relu(x, alpha), 1e-6, 1e-6)) << alpha;
+  }
+}
+
+// Where with a constant condition lowers to masked branches: the same function as at::where,
+// a variable branch on either side, a constant or a second variable on the other, broadcast.
+TEST(Where, LoweredForwardIsWhere) {
+  const at::Tensor pick = at::tensor({1, 0, 0, 1, 1, 0}, at::kLong);
+  const at::Tensor other = at::linspace(-1, 1, 6, at::kFloat);
+  for (const bool variable_first : {true, false}) {
+    for (const bool both : {false, true}) {
+      testing::OnnxBuilder b;
+      b.input("x", {1, 6}).output("y", {1, 6});
+      b.initializer("pick", pick).initializer("one", at::tensor({1}, at::kLong));
+      b.initializer("other", other).initializer("two", at::tensor({2.0f}));
+      b.node("cond", "Equal", {"pick", "one"}, {"cond"});
+      b.node("twice", "Mul", {"x", "two"}, {"x2"});
+      const std::string second = both ? "x2" : "other";
+      b.node("where", "Where",
+             {"cond", variable_first ? "x" : second, variable_first ? second : "x"}, {"y"});
+      const BoundGraph g = io::load_onnx_bytes(b.bytes(), "where.onnx");
+      const at::Tensor x = at::linspace(-3, 3, 30, at::kFloat).reshape({5, 6});
+      const at::Tensor s = both ? x * 2 : other.expand({5, 6});
+      const at::Tensor cond = (pick == 1).expand({5, 6});
+      c10::NoGradGuard no_grad;
+      EXPECT_TRUE(at::allclose(g.forward(x),
+                               variable_first ? at::where(cond, x, s) : at::where(cond, s, x)))
+          << variable_first << both;
+    }
   }
 }
 

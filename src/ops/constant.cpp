@@ -2,15 +2,19 @@
 // Cast (of a bounded tensor to a float type: the identity), and the constant-only shape
 // arithmetic of exported graphs, folded at import: ConstantOfShape, Equal, Where, Expand, Range
 // (e.g. a class token ConstantOfShape(Concat(Unsqueeze(Gather(Shape(x), 0)), [1], [48])) + token).
-// On a tensor that depends on the perturbed input the last five are unsupported. Shape, Gather,
-// Concat, Slice, Squeeze, Unsqueeze fold too, in the families that also bound them.
+// On a tensor that depends on the perturbed input, ConstantOfShape, Equal and Range are
+// unsupported; Expand lowers to the bounded Expand (ops/reshape) and Where, with a constant
+// condition, to masked branches and an Add. Shape, Gather, Concat, Slice, Squeeze, Unsqueeze fold
+// too, in the families that also bound them.
 #include <algorithm>
 #include <cmath>
 
 #include <ATen/ATen.h>
 
 #include "graph/op_registry.hpp"
+#include "ops/add_sub.hpp"
 #include "ops/axes.hpp"
+#include "ops/mul_div.hpp"
 #include "ops/reshape.hpp"
 
 namespace distcrown::ops {
@@ -83,8 +87,37 @@ Value lower_equal(LoweringContext& ctx) {  // opsets 7+ (numpy broadcasting)
   return Value::of_constant(at::eq(ctx.constant(0), ctx.constant(1)));
 }
 
+// Where with a constant condition and a variable branch: y = m ⊙ a + (1 − m) ⊙ b, linear in the
+// branches (m the condition as 0/1): each variable branch is masked (a Mul by a constant, after
+// broadcasting it to the output's shape), a constant one added as a constant.
+Value lower_where_of_variables(LoweringContext& ctx) {
+  if (ctx.inputs[0].is_bounded()) ctx.unsupported("Where with a variable condition");
+  const at::Tensor& cond = ctx.constant(0);
+  if (cond.scalar_type() != at::kBool) ctx.fail("the condition must be a bool tensor");
+  const at::Tensor m = cond.to(ctx.param_dtype);
+  std::vector<int> masked;
+  at::Tensor constant_part;
+  for (const size_t i : {size_t(1), size_t(2)}) {
+    const at::Tensor mask = i == 1 ? m : 1 - m;
+    if (!ctx.inputs[i].is_bounded()) {
+      constant_part = mask * ctx.constant(i).to(ctx.param_dtype);
+      continue;
+    }
+    const int x = broadcast_to_constant(ctx, ctx.inputs[i].node, mask);
+    masked.push_back(ctx.emit(make_mul_const(ctx.param(mask)), {x}, "/branch").node);
+  }
+  if (masked.size() == 2) {
+    const int a = broadcast_to_shape(ctx, masked[0], ctx.builder.shape(masked[1]), 0);
+    const int b = broadcast_to_shape(ctx, masked[1], ctx.builder.shape(a), 0);
+    return ctx.emit(make_add(), {a, b});
+  }
+  const int x = broadcast_to_constant(ctx, masked.front(), constant_part);
+  return ctx.emit(make_add_const(ctx.param(constant_part)), {x});
+}
+
 Value lower_where(LoweringContext& ctx) {  // opsets 9+
-  require_constant_inputs(ctx);
+  if (ctx.inputs.size() != 3) ctx.fail("expects 3 inputs");
+  if (!ctx.all_constant()) return lower_where_of_variables(ctx);
   const at::Tensor& cond = ctx.constant(0);
   if (cond.scalar_type() != at::kBool) ctx.fail("the condition must be a bool tensor");
   (void)checked_broadcast(ctx, {cond, ctx.constant(1), ctx.constant(2)});
