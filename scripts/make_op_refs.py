@@ -21,7 +21,8 @@ How auto_LiRPA sees each operator (commit bfb7997):
                       (auto_LiRPA bounds Div as Mul(Reciprocal)); distcrown lowers
                       LayerNormalization into the same steps (src/ops/layernorm.cpp).
 
-Usage (Debian's python3-torch 1.13.1, the snapshot's auto_LiRPA/ folder on PYTHONPATH):
+Usage (Debian's python3-torch 1.13.1, the snapshot's auto_LiRPA/ folder on PYTHONPATH; another
+auto_LiRPA names its commit in $AUTO_LIRPA_COMMIT, which the JSON records):
     git -C /work/.mirror/Verified-Intelligence+auto_LiRPA/repo archive \
         bfb7997115c5e66327de81b43c42b23c8a0ffb1e auto_LiRPA | tar -x -C /tmp/alirpa
     PYTHONPATH=/tmp/alirpa /usr/bin/python3 scripts/make_op_refs.py --out tests/data/op_refs [--only CASE]
@@ -55,7 +56,7 @@ def f32(a):
 
 
 def mlp_case(name, op, seed, radius, centre_scale=1.0, n_in=8, n_hidden=16, n_out=4,
-             w_scale=0.5):
+             w_scale=0.5, attrs=None):
     """x [1, n_in] -> Gemm -> op -> Gemm -> y [1, n_out] (Gemm with transB = 1)."""
     rng = np.random.RandomState(seed)
     w1 = f32(rng.randn(n_hidden, n_in) * w_scale)
@@ -66,7 +67,7 @@ def mlp_case(name, op, seed, radius, centre_scale=1.0, n_in=8, n_hidden=16, n_ou
     nodes = [
         {"name": "fc1", "op": "Gemm", "inputs": ["x", "W1", "b1"], "outputs": ["h"],
          "attrs": {"transB": 1}},
-        {"name": "act", "op": op, "inputs": ["h"], "outputs": ["a"], "attrs": {}},
+        {"name": "act", "op": op, "inputs": ["h"], "outputs": ["a"], "attrs": attrs or {}},
         {"name": "fc2", "op": "Gemm", "inputs": ["a", "W2", "b2"], "outputs": ["y"],
          "attrs": {"transB": 1}},
     ]
@@ -116,6 +117,9 @@ CASES = [
     mlp_case("sin_mlp_wide", "Sin", seed=1213, radius=3.0),
     mlp_case("cos_mlp_small", "Cos", seed=1221, radius=0.1),
     mlp_case("cos_mlp_wide", "Cos", seed=1223, radius=3.0),
+    # LeakyRelu (issue 42): distcrown lowers it to alpha*x + (1 - alpha)*Relu(x), auto_LiRPA bounds
+    # it as BoundLeakyRelu; CROWN's lines are the same.
+    mlp_case("leaky_relu_mlp", "LeakyRelu", seed=1251, radius=0.3, attrs={"alpha": 0.1}),
     layernorm_case("layernorm_tokens", seed=1231, radius=0.1),
     layernorm_case("layernorm_tokens_wide", seed=1232, radius=0.25),
 ]
@@ -141,6 +145,8 @@ def numpy_forward(nodes, inits, x):
             out = a[0] + a[1]
         elif op == "Gelu":
             out = 0.5 * a[0] * (1.0 + erf(a[0] / math.sqrt(2.0)))
+        elif op == "LeakyRelu":
+            out = np.where(a[0] > 0, a[0], n["attrs"]["alpha"] * a[0])
         elif op == "Sin":
             out = np.sin(a[0])
         elif op == "Cos":
@@ -185,6 +191,8 @@ class DescribedNet(torch.nn.Module):
                 out = torch.flatten(a[0], 1)
             elif op == "Gelu":
                 out = self.gelu(a[0])
+            elif op == "LeakyRelu":
+                out = F.leaky_relu(a[0], n["attrs"]["alpha"])
             elif op == "Sin":
                 out = torch.sin(a[0])
             elif op == "Cos":
@@ -203,8 +211,9 @@ class DescribedNet(torch.nn.Module):
 
 
 def f32_list(t):
-    """Python floats that round-trip to exactly these float32 values (repr of the float32)."""
-    return [float(repr(np.float32(v))) for v in np.asarray(t, dtype=np.float32).reshape(-1)]
+    """Python floats that round-trip to exactly these float32 values (the float32's shortest
+    decimal form)."""
+    return [float(str(np.float32(v))) for v in np.asarray(t, dtype=np.float32).reshape(-1)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -317,7 +326,8 @@ def run_case(case):
                           "how": "float64 numpy evaluation of `network` at the box centre"},
         "conversion_check": {"max_abs_diff_float32_torch_vs_float64_numpy": conv_diff},
         "auto_lirpa_nodes": node_types,
-        "reference": {"tool": "auto_LiRPA", "commit": AUTO_LIRPA_COMMIT,
+        "reference": {"tool": "auto_LiRPA", "commit": os.environ.get("AUTO_LIRPA_COMMIT",
+                                                                     AUTO_LIRPA_COMMIT),
                       "torch": torch.__version__, "python": platform.python_version(),
                       "precision": "float32", "device": "cpu", "torch_threads": 1},
         "bound_opts": {"passed": opts_passed, "effective": effective,
