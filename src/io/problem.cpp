@@ -27,18 +27,22 @@ void check_fits(const BoundGraph& graph, const VnnlibProperty& property) {
   if (property.cases.empty()) throw ParseError(property.source + ": no input box");
 }
 
-Problem load_problem(const std::string& model_path, const std::string& vnnlib_path) {
-  VnnlibProperty property = parse_vnnlib_file(vnnlib_path);
+Problem problem_of(const std::function<BoundGraph()>& load_model, VnnlibProperty property) {
+  Problem p;
   if (needs_product(property)) {
+    // One load of the model per declared network: the product graph owns each copy's nodes.
     std::vector<BoundGraph> copies;
-    for (size_t k = 0; k < property.networks.size(); ++k) copies.push_back(load_onnx(model_path));
-    Problem p = product_problem(std::move(copies), property);
-    check_fits(p.graph, p.property);
-    return p;
+    for (size_t k = 0; k < property.networks.size(); ++k) copies.push_back(load_model());
+    p = product_problem(std::move(copies), property);
+  } else {
+    p = {load_model(), std::move(property)};
   }
-  Problem p{load_onnx(model_path), std::move(property)};
   check_fits(p.graph, p.property);
   return p;
+}
+
+Problem load_problem(const std::string& model_path, const std::string& vnnlib_path) {
+  return problem_of([&] { return load_onnx(model_path); }, parse_vnnlib_file(vnnlib_path));
 }
 
 namespace {

@@ -18,12 +18,13 @@ namespace {
 
 // Where a CROWN bound is not finite (a relaxation line past the dtype's range gives its row an
 // infinite bound, ops/elementwise_lines.hpp), the reference's (IBP): both are sound, and the
-// finite CROWN bounds stay as they are.
+// finite CROWN bounds stay as they are. An undefined side (not asked for) stays undefined.
 Interval finite_or(Interval b, const Interval& reference) {
-  const at::Tensor lo_ok = at::isfinite(b.lower);
-  const at::Tensor hi_ok = at::isfinite(b.upper);
-  if (lo_ok.all().item<bool>() && hi_ok.all().item<bool>()) return b;
-  return {at::where(lo_ok, b.lower, reference.lower), at::where(hi_ok, b.upper, reference.upper)};
+  if (all_finite(b)) return b;
+  const auto pick = [](const at::Tensor& t, const at::Tensor& r) {
+    return t.defined() ? at::where(at::isfinite(t), t, r) : t;
+  };
+  return {pick(b.lower, reference.lower), pick(b.upper, reference.upper)};
 }
 
 // Adds b into a (A matrices reaching one node along several paths). Keeps lA and uA one tensor
@@ -470,11 +471,8 @@ Interval CrownEngine::output_bounds(const at::Tensor& C, bool lower, bool upper)
     const Interval ibp = output_ibp(C);
     if (lower) result.lower = at::maximum(result.lower, ibp.lower);
     if (upper) result.upper = at::minimum(result.upper, ibp.upper);
-  } else if ((lower && !at::isfinite(result.lower).all().item<bool>()) ||
-             (upper && !at::isfinite(result.upper).all().item<bool>())) {
-    const Interval ibp = output_ibp(C);
-    if (lower) result.lower = at::where(at::isfinite(result.lower), result.lower, ibp.lower);
-    if (upper) result.upper = at::where(at::isfinite(result.upper), result.upper, ibp.upper);
+  } else if (!all_finite(result)) {
+    result = finite_or(std::move(result), output_ibp(C));
   }
   return result;
 }

@@ -1,9 +1,10 @@
 #include "ops/bilinear.hpp"
 
-#include <initializer_list>
 #include <limits>
 
 #include <ATen/ATen.h>
+
+#include "ops/elementwise_lines.hpp"
 
 namespace distcrown::ops {
 namespace {
@@ -53,13 +54,6 @@ at::Tensor initial_plane_params(const std::vector<int64_t>& out, const Interval&
 // product of an unbounded factor with an exact 0 is 0.
 at::Tensor corner(const at::Tensor& x, const at::Tensor& y) {
   return at::where((x == 0) | (y == 0), at::zeros({}, x.options()), x * y);
-}
-
-bool all_finite(std::initializer_list<const at::Tensor*> ts) {
-  for (const at::Tensor* t : ts) {
-    if (!at::isfinite(*t).all().item<bool>()) return false;
-  }
-  return true;
 }
 
 class BoundBilinearMul final : public BoundNode {
@@ -124,9 +118,8 @@ class BoundBilinearMul final : public BoundNode {
       accumulate(acc, bias_of(pos, keep(upper ? c_upper : c_lower)));
       accumulate(acc, bias_of(neg, keep(upper ? c_lower : c_upper)));
       if (!all) {
-        const at::Tensor lost = ((A != 0) & ~finite).reshape({A.size(0), A.size(1), -1}).any(2);
         const double inf = std::numeric_limits<double>::infinity();
-        accumulate(acc, at::where(lost, upper ? inf : -inf, 0.0).to(A.scalar_type()));
+        bound_lost_rows(acc, (A != 0) & ~finite, upper ? inf : -inf, A.scalar_type());
       }
     };
     if (a.lA.defined()) side(a.lA, false, bias.lower, res[0].lA, res[1].lA);
@@ -140,7 +133,7 @@ class BoundBilinearMul final : public BoundNode {
     const Interval& x = *bounds[0];
     const Interval& y = *bounds[1];
     // The interpolated planes read x_u and y_u: where a bound is not finite, CROWN's planes.
-    if (!all_finite({&x.lower, &x.upper, &y.lower, &y.upper})) return backward(a, bounds, bias);
+    if (!all_finite(x) || !all_finite(y)) return backward(a, bounds, bias);
     std::vector<int64_t> out = output_shape();
     const int64_t B = x.lower.size(0);
     out[0] = B;

@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include <ATen/ATen.h>
+#include <c10/util/accumulate.h>
 
 #include "graph/op_registry.hpp"
 #include "ops/add_sub.hpp"
@@ -132,9 +133,7 @@ Value lower_expand(LoweringContext& ctx) {  // opsets 8+: bidirectional broadcas
   }
   if (ctx.inputs[0].is_bounded()) {
     // A variable input: the same broadcast as a constant of the target shape would give it.
-    const std::vector<int64_t>& in = ctx.builder.shape(ctx.bounded(0));
-    int64_t held = 1;
-    for (const int64_t d : in) held *= d;
+    const int64_t held = c10::multiply_integers(ctx.builder.shape(ctx.bounded(0)));
     return Value::of_node(broadcast_to_shape(ctx, ctx.bounded(0), shape, held));
   }
   require_constant_inputs(ctx);

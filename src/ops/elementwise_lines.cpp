@@ -11,6 +11,12 @@ at::Tensor row_dot(const at::Tensor& A, const at::Tensor& x) {
 
 }  // namespace
 
+void bound_lost_rows(at::Tensor& bias, const at::Tensor& lost, double unbounded,
+                     at::ScalarType dtype) {
+  const at::Tensor rows = lost.reshape({lost.size(0), lost.size(1), -1}).any(2);  // [S, B]
+  accumulate(bias, at::where(rows, unbounded, 0.0).to(dtype));
+}
+
 at::Tensor relax_elementwise_side(const at::Tensor& A, const at::Tensor& k_pos,
                                   const at::Tensor& b_pos, const at::Tensor& k_neg,
                                   const at::Tensor& b_neg, at::Tensor& bias, double unbounded,
@@ -34,9 +40,8 @@ at::Tensor relax_elementwise_side(const at::Tensor& A, const at::Tensor& k_pos,
   const at::Tensor n = at::where(finite_neg, neg, zero);
   accumulate(bias, row_dot(p, at::where(finite_pos, b_pos, zero)));
   accumulate(bias, row_dot(n, at::where(finite_neg, b_neg, zero)));
-  const at::Tensor lost = ((pos != 0) & ~finite_pos) | ((neg != 0) & ~finite_neg);  // [S, B, ..]
-  const at::Tensor rows_lost = lost.reshape({A.size(0), A.size(1), -1}).any(2);     // [S, B]
-  accumulate(bias, at::where(rows_lost, unbounded, 0.0).to(A.scalar_type()));
+  bound_lost_rows(bias, ((pos != 0) & ~finite_pos) | ((neg != 0) & ~finite_neg), unbounded,
+                  A.scalar_type());
   return p * at::where(finite_pos, k_pos, zero) + n * at::where(finite_neg, k_neg, zero);
 }
 

@@ -42,6 +42,12 @@ at::Tensor relax_elementwise_side(const at::Tensor& A, const at::Tensor& k_pos,
                                   const at::Tensor& b_neg, at::Tensor& bias, double unbounded,
                                   bool may_overflow);
 
+/// Adds `unbounded` (−inf on the lower side, +inf on the upper) into the bias [S, B] (`dtype`) of
+/// the rows that have a coefficient on an element whose relaxation is not finite (`lost`
+/// [S, B, *shape]): no A passes through such an element, so nothing else bounds those rows.
+void bound_lost_rows(at::Tensor& bias, const at::Tensor& lost, double unbounded,
+                     at::ScalarType dtype);
+
 /// The CROWN step for both sides, with `lines_for(alpha)` giving the lines of one side from its
 /// α (undefined: CROWN's choice); `may_overflow` as relax_elementwise_side's.
 template <class LinesFor>

@@ -1,5 +1,6 @@
 #pragma once
 // A verification problem: a model and a VNNLIB property over it, checked to fit each other.
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,8 +37,11 @@ std::pair<std::vector<double>, std::vector<double>> declared_values(const Vnnlib
                                                                     const std::vector<double>& x,
                                                                     const std::vector<double>& y);
 
-/// Loads the model (once per declared network when the property needs product_problem) and the
-/// property, checked to fit.
+/// The problem of `property` over the model `load_model()` gives: loaded once, or once per
+/// declared network and made one by product_problem when the property needs it; checked to fit.
+Problem problem_of(const std::function<BoundGraph()>& load_model, VnnlibProperty property);
+
+/// problem_of the model file and the property file.
 Problem load_problem(const std::string& model_path, const std::string& vnnlib_path);
 
 /// Input box of one case, [1, *input_shape], values rounded to float32 first (as VNN-COMP tools
