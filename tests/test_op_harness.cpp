@@ -45,6 +45,7 @@
 #include "ops/bilinear.hpp"
 #include "ops/concat.hpp"
 #include "ops/conv.hpp"
+#include "ops/conv_transpose.hpp"
 #include "ops/convex.hpp"
 #include "ops/linear.hpp"
 #include "ops/max_pool.hpp"
@@ -149,6 +150,25 @@ BoundGraph where_graph(Rng& rng, bool both_variable) {
   b.node("relu", "Relu", {"w"}, {"r"});
   b.node("fc2", "Gemm", {"r", "W2", "b2"}, {"y"}, {testing::attr_int("transB", 1)});
   return io::load_onnx_bytes(b.bytes(), "where.onnx");
+}
+
+// Resize or Upsample through import: x [1, 2, 3, 3] -> `op` (opset 13 Resize with `attrs`, or
+// opset 9 Upsample) by scales (1, 1, 2, 1.5 for linear; 2, 2 for nearest) -> Flatten.
+BoundGraph resize_graph(const std::string& op, const std::string& mode,
+                        std::vector<io::OnnxAttribute> attrs = {}) {
+  testing::OnnxBuilder b;
+  b.model().opset = op == "Upsample" ? 9 : 13;
+  b.input("x", {1, 2, 3, 3}).output("y");
+  const std::vector<float> scales =
+      mode == "linear" ? std::vector<float>{1, 1, 2, 1.5} : std::vector<float>{1, 1, 2, 2};
+  b.initializer("scales", at::tensor(scales));
+  attrs.push_back(testing::attr_string("mode", mode));
+  const std::vector<std::string> inputs = op == "Upsample"
+                                              ? std::vector<std::string>{"x", "scales"}
+                                              : std::vector<std::string>{"x", "", "scales"};
+  b.node("resize", op, inputs, {"r"}, std::move(attrs));
+  b.node("flat", "Flatten", {"r"}, {"y"});
+  return io::load_onnx_bytes(b.bytes(), "resize.onnx");
 }
 
 // Split through ONNX import (its bounded lowering is one Slice per output):
@@ -325,6 +345,37 @@ const std::vector<OpCase>& op_cases() {
          const int h = n.add(ops::make_relu(), {c});
          return n.finish(n.linear(n.flatten(h), 3));
        }},
+      {"ConvTranspose",
+       [](Rng& r) {
+         // x [1, 2, 3, 3] -> ConvTranspose 3x3 stride 2 pads 1 output_padding 1 -> [1, 3, 6, 6]
+         // -> Flatten [1, 108].
+         Net n({1, 2, 3, 3}, r);
+         const int c = n.add(ops::make_conv_transpose2d(make_param(r.normal({2, 3, 3, 3}, 0.3)),
+                                                        make_param(r.normal({3}, 0.3)),
+                                                        {{2, 2}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}),
+                             {n.input()});
+         return n.finish(n.flatten(c));
+       }},
+      {"ConvTransposeAsymmetricRelu",
+       [](Rng& r) {
+         // x [1, 2, 3, 3] -> ConvTranspose 3x2 stride (2, 1) pads (0, 1, 1, 0) dilation 2 ->
+         // Relu -> Flatten -> Linear ->3.
+         Net n({1, 2, 3, 3}, r);
+         const int c = n.add(ops::make_conv_transpose2d(make_param(r.normal({2, 2, 3, 2}, 0.3)),
+                                                        make_param(r.normal({2}, 0.3)),
+                                                        {{2, 1}, {0, 1}, {1, 0}, {0, 0}, {2, 2}}),
+                             {n.input()});
+         const int h = n.add(ops::make_relu(), {c});
+         return n.finish(n.linear(n.flatten(h), 3));
+       }},
+      {"ResizeNearest", [](Rng&) { return resize_graph("Resize", "nearest"); }},
+      {"ResizeLinearAlignCorners",
+       [](Rng&) {
+         return resize_graph(
+             "Resize", "linear",
+             {testing::attr_string("coordinate_transformation_mode", "align_corners")});
+       }},
+      {"UpsampleNearest", [](Rng&) { return resize_graph("Upsample", "nearest"); }},
       {"BatchNorm",
        [](Rng& r) {
          // x [1, 3, 2, 2] -> BatchNorm (w, b [3, 1, 1], some w < 0) -> Flatten -> Linear 12->4.
@@ -815,6 +866,7 @@ TEST(OpHarnessCases, AffineCasesHaveExactIbp) {
     // (ReduceMeanKeepdims: the mean, then a Linear).
     static const std::set<std::string> inexact{"Relu",
                                                "ConvRelu",
+                                               "ConvTransposeAsymmetricRelu",
                                                "Sign",
                                                "Sigmoid",
                                                "SigmoidSaturated",

@@ -26,6 +26,7 @@
 #include "distcrown/methods/alpha_crown.hpp"
 #include "distcrown/methods/compute_bounds.hpp"
 #include "distcrown/util/error.hpp"
+#include "linear_op_checks.hpp"
 #include "onnx_builder.hpp"
 #include "ops/avg_pool.hpp"
 #include "ops/max_pool.hpp"
@@ -41,22 +42,21 @@ using testing::attr_float;
 using testing::attr_int;
 using testing::attr_ints;
 using testing::attr_string;
+using testing::backward_step;
+using testing::expect_affine_step;
+using testing::expect_near;
+using testing::expect_refused;
 using testing::fmt;
 using testing::OnnxBuilder;
+using testing::op_of;
+using testing::pair;
+using testing::points_in;
+using testing::random_a;
 using testing::Rng;
+using testing::single_op;
+using testing::Step;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-// A graph input [1, *shape] -> op, in float64.
-BoundGraph single_op(const std::vector<int64_t>& shape, NodePtr op) {
-  GraphBuilder b(shape);
-  const int n = b.add("op", std::move(op), {b.input()});
-  BoundGraph g = std::move(b).finish(n);
-  g.to_dtype(at::kDouble);
-  return g;
-}
-
-const BoundNode& op_of(const BoundGraph& g) { return *g.node(g.output()).op; }
 
 // ---------------------------------------------------------------------------------------------
 // MaxPool
@@ -117,21 +117,6 @@ std::vector<NamedBounds> interval_kinds(Rng& rng, const std::vector<int64_t>& sh
   return out;
 }
 
-// The relaxation of one node as a backward step from A [S, 1, C, Ho, Wo]: lA, uA on the input
-// and the biases [S, 1].
-struct Step {
-  at::Tensor lA, uA, lbias, ubias;
-};
-
-Step backward_step(const BoundNode& op, const at::Tensor& A, const Interval* in) {
-  BiasPair bias;
-  const std::vector<const Interval*> bounds{in};
-  const std::vector<BoundA> out = op.backward({A, A}, bounds, bias);
-  const auto zero = at::zeros({A.size(0), A.size(1)}, A.options());
-  return {out[0].lA, out[0].uA, bias.lower.defined() ? bias.lower : zero,
-          bias.upper.defined() ? bias.upper : zero};
-}
-
 // auto_LiRPA's rule for each window, by loops (independent of the operator's tensor code).
 Step reference_max_pool_step(const PoolWindow& w, const at::Tensor& A, const Interval& in) {
   const int64_t S = A.size(0);
@@ -190,38 +175,6 @@ Step reference_max_pool_step(const PoolWindow& w, const at::Tensor& A, const Int
     }
   }
   return r;
-}
-
-void expect_near(const at::Tensor& got, const at::Tensor& want, const std::string& what) {
-  const double scale = std::max(1.0, want.abs().max().item<double>());
-  const double diff = (got - want).abs().max().item<double>();
-  EXPECT_LE(diff, 1e-12 * scale) << what << ": max difference " << fmt(diff);
-}
-
-// Random A [S, 1, *shape] with a sixth of the entries exactly 0.
-at::Tensor random_a(Rng& rng, int64_t S, const std::vector<int64_t>& shape) {
-  std::vector<int64_t> full{S, 1};
-  full.insert(full.end(), shape.begin(), shape.end());
-  const at::Tensor a = rng.normal(full).to(at::kDouble);
-  return at::where(rng.uniform(full) < 1.0 / 6, at::zeros_like(a), a);
-}
-
-// Points of [l, u] ([1, *shape]): the corners, random vertices, points with every coordinate at
-// one end, uniform points; [N, *shape].
-at::Tensor points_in(Rng& rng, const Interval& b, int64_t n) {
-  std::vector<int64_t> full{n};
-  full.insert(full.end(), b.lower.sizes().begin() + 1, b.lower.sizes().end());
-  const at::Tensor t = rng.uniform(full).to(at::kDouble);
-  const at::Tensor uniform = b.lower + (b.upper - b.lower) * t;
-  const at::Tensor vertices =
-      at::where(rng.uniform(full) < 0.5, b.upper.expand(full), b.lower.expand(full));
-  const at::Tensor all = at::cat({b.lower, b.upper, (b.lower + b.upper) / 2, vertices, uniform});
-  return at::minimum(at::maximum(all, b.lower), b.upper);
-}
-
-// Σ over the non-spec dims of A [S, 1, ...] · v [N, ...]: [N, S].
-at::Tensor pair(const at::Tensor& A, const at::Tensor& v) {
-  return at::matmul(v.reshape({v.size(0), -1}), A.reshape({A.size(0), -1}).t());
 }
 
 TEST(MaxPool, RelaxationIsAutoLirpasRulePerWindowAndSound) {
@@ -374,33 +327,6 @@ TEST(MaxPool, AlphaCrownThroughItIsSoundAndNoLooserThanCrown) {
 
 // The backward step is the map: Σ A·f(x) = Σ A'·x + bias at random x, both sides, and IBP holds
 // f at the points of the box.
-void expect_affine_step(const BoundGraph& g, Rng& rng, const std::string& what) {
-  SCOPED_TRACE(what);
-  const BoundNode& op = op_of(g);
-  const std::vector<int64_t> in(g.input_shape().begin() + 1, g.input_shape().end());
-  const std::vector<int64_t> out(g.output_shape().begin() + 1, g.output_shape().end());
-  const at::Tensor A = random_a(rng, 4, out);
-  const Step s = backward_step(op, A, nullptr);
-  EXPECT_TRUE(at::equal(s.lA, s.uA));
-  EXPECT_TRUE(at::equal(s.lbias, s.ubias));
-  std::vector<int64_t> pts{64};
-  pts.insert(pts.end(), in.begin(), in.end());
-  const at::Tensor x = rng.normal(pts).to(at::kDouble);
-  const at::Tensor f = pair(A, g.forward(x));
-  const at::Tensor lin = pair(s.lA, x) + s.lbias.reshape({1, -1});
-  EXPECT_LE((f - lin).abs().max().item<double>(),
-            1e-12 * std::max(1.0, f.abs().max().item<double>()));
-
-  const at::Tensor c = rng.normal(g.input_shape()).to(at::kDouble);
-  const at::Tensor r = rng.uniform(g.input_shape()).to(at::kDouble);
-  const Interval box{c - r, c + r};
-  const Interval ibp = op.ibp(std::vector<const Interval*>{&box});
-  const at::Tensor y = g.forward(points_in(rng, box, 256));
-  const double tol = 1e-12;
-  EXPECT_TRUE((y >= ibp.lower - tol).all().item<bool>());
-  EXPECT_TRUE((y <= ibp.upper + tol).all().item<bool>());
-}
-
 // AveragePool by loops: the sum of the window's input elements over kH·kW (padding counted) or
 // over their number.
 at::Tensor reference_avg_pool(const at::Tensor& x, const PoolWindow& w, bool count_pad) {
@@ -568,19 +494,6 @@ TEST(PoolingOnnx, MaxPoolAndGlobalAveragePoolLoad) {
   const BoundGraph g = load(b);
   const at::Tensor x = at::randn({1, 2, 6, 6});
   EXPECT_TRUE(at::allclose(g.forward(x), at::max_pool2d(x, {2, 2}, {2, 2}).mean({2, 3}, true)));
-}
-
-void expect_refused(const OnnxBuilder& b, const std::vector<std::string>& fragments) {
-  try {
-    (void)load(b);
-    ADD_FAILURE() << "no error";
-  } catch (const UnsupportedError& e) {
-    const std::string msg = e.what();
-    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-    for (const auto& f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << msg;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "not an UnsupportedError: " << e.what();
-  }
 }
 
 TEST(PoolingOnnx, UnimplementedVariantsAreRefusedInOneLine) {

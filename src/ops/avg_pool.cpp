@@ -6,33 +6,10 @@
 #include <ATen/ATen.h>
 
 #include "graph/op_registry.hpp"
+#include "ops/nonnegative_map.hpp"
 
 namespace distcrown::ops {
 namespace {
-
-// A linear map y = M(x) with non-negative coefficients and no constant term: IBP in auto_LiRPA's
-// centre/radius form (centre M(mid), radius M(rad), exact since |M| = M) and the CROWN step
-// through the adjoint M^T on both sides.
-class NonNegativeLinearMap : public BoundNode {
- public:
-  at::Tensor forward(std::span<const at::Tensor> x) const override { return apply(x[0]); }
-  Interval ibp(std::span<const Interval* const> x) const override {
-    const at::Tensor centre = apply((x[0]->upper + x[0]->lower) / 2);
-    const at::Tensor radius = apply((x[0]->upper - x[0]->lower) / 2);
-    return {centre - radius, centre + radius};
-  }
-  std::vector<BoundA> backward(const BoundA& a, std::span<const Interval* const> /*bounds*/,
-                               BiasPair& bias) const override {
-    return {map_sides(
-        a, bias, [&](const at::Tensor& A) { return adjoint(A); }, no_bias)};
-  }
-
- protected:
-  /// M(x): x [batch, *in] -> [batch, *out].
-  [[nodiscard]] virtual at::Tensor apply(const at::Tensor& x) const = 0;
-  /// M^T(A): A [S, batch, *out] -> [S, batch, *in].
-  [[nodiscard]] virtual at::Tensor adjoint(const at::Tensor& A) const = 0;
-};
 
 // AveragePool: the input is zero-padded explicitly (so asymmetric pads work) and pooled without
 // padding. With count_include_pad = 0 and padding, each window's sum is divided by the number of

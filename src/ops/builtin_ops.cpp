@@ -6,29 +6,31 @@ namespace distcrown::ops {
 // register_F(OpRegistry&): one OpRegistry::add line (op type, opset range, lowering) per ONNX
 // op type of the family. Adding an operator = its file + one line here.
 // NOLINTNEXTLINE(cppcoreguidelines-macro-usage): the X-macro keeps the list in one place.
-#define DISTCROWN_BUILTIN_FAMILIES(FAMILY)                                       \
-  FAMILY(linear)    /* Gemm, MatMul */                                           \
-  FAMILY(relu)      /* Relu */                                                   \
-  FAMILY(sign)      /* Sign */                                                   \
-  FAMILY(s_shaped)  /* Sigmoid, Tanh, Erf */                                     \
-  FAMILY(convex)    /* Exp, Reciprocal */                                        \
-  FAMILY(power)     /* Pow (constant exponent), Sqrt */                          \
-  FAMILY(trig)      /* Sin, Cos */                                               \
-  FAMILY(layernorm) /* LayerNormalization */                                     \
-  FAMILY(gelu)      /* Gelu */                                                   \
-  FAMILY(conv)      /* Conv */                                                   \
-  FAMILY(reshape)   /* Flatten, Reshape, Shape, Squeeze, Unsqueeze, Transpose */ \
-  FAMILY(add_sub)   /* Add, Sub */                                               \
-  FAMILY(mul_div)   /* Mul, Div, Neg */                                          \
-  FAMILY(batchnorm) /* BatchNormalization */                                     \
-  FAMILY(avg_pool)  /* AveragePool, GlobalAveragePool */                         \
-  FAMILY(max_pool)  /* MaxPool */                                                \
-  FAMILY(pad)       /* Pad (mode constant) */                                    \
-  FAMILY(concat)    /* Concat, Split */                                          \
-  FAMILY(slice)     /* Slice, Gather */                                          \
-  FAMILY(reduce)    /* ReduceSum, ReduceMean */                                  \
-  FAMILY(softmax)   /* Softmax */                                                \
-  FAMILY(constant)  /* Constant, Identity, Dropout, Cast, ConstantOfShape, ... */
+#define DISTCROWN_BUILTIN_FAMILIES(FAMILY)                                            \
+  FAMILY(linear)         /* Gemm, MatMul */                                           \
+  FAMILY(relu)           /* Relu */                                                   \
+  FAMILY(sign)           /* Sign */                                                   \
+  FAMILY(s_shaped)       /* Sigmoid, Tanh, Erf */                                     \
+  FAMILY(convex)         /* Exp, Reciprocal */                                        \
+  FAMILY(power)          /* Pow (constant exponent), Sqrt */                          \
+  FAMILY(trig)           /* Sin, Cos */                                               \
+  FAMILY(layernorm)      /* LayerNormalization */                                     \
+  FAMILY(gelu)           /* Gelu */                                                   \
+  FAMILY(conv)           /* Conv */                                                   \
+  FAMILY(conv_transpose) /* ConvTranspose */                                          \
+  FAMILY(resize)         /* Resize, Upsample */                                       \
+  FAMILY(reshape)        /* Flatten, Reshape, Shape, Squeeze, Unsqueeze, Transpose */ \
+  FAMILY(add_sub)        /* Add, Sub */                                               \
+  FAMILY(mul_div)        /* Mul, Div, Neg */                                          \
+  FAMILY(batchnorm)      /* BatchNormalization */                                     \
+  FAMILY(avg_pool)       /* AveragePool, GlobalAveragePool */                         \
+  FAMILY(max_pool)       /* MaxPool */                                                \
+  FAMILY(pad)            /* Pad (mode constant) */                                    \
+  FAMILY(concat)         /* Concat, Split */                                          \
+  FAMILY(slice)          /* Slice, Gather */                                          \
+  FAMILY(reduce)         /* ReduceSum, ReduceMean */                                  \
+  FAMILY(softmax)        /* Softmax */                                                \
+  FAMILY(constant)       /* Constant, Identity, Dropout, Cast, ConstantOfShape, ... */
 
 #define DISTCROWN_DECLARE_FAMILY(family) void register_##family(OpRegistry& r);
 DISTCROWN_BUILTIN_FAMILIES(DISTCROWN_DECLARE_FAMILY)
