@@ -62,11 +62,15 @@ TEST(HostileModel, TransposeWithAnAxisOutOfRangeIsRefused) {
   }
 }
 
-TEST(HostileModel, ABatchDimensionOtherThanOneIsRefused) {
+// A first input dimension above 1 is part of the input (no batch dim): an operator other than
+// those that read such a tensor is refused in one line.
+TEST(HostileModel, AnOperatorOfAnInputWithoutABatchDimensionIsRefused) {
   OnnxBuilder m;
   m.input("x", {7, 4}).output("y");
   m.node("r", "Relu", {"x"}, {"y"});
-  expect_refused<UnsupportedError>([&] { load(m); }, "batch dimension 7");
+  expect_refused<UnsupportedError>([&] { load(m); },
+                                   "node 'r' (Relu): unsupported: Relu of a tensor without a batch "
+                                   "dimension");
 }
 
 TEST(HostileModel, UnsqueezeAndSqueezeAxesOutOfRangeAreRefused) {

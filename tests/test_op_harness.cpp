@@ -171,6 +171,34 @@ BoundGraph resize_graph(const std::string& op, const std::string& mode,
   return io::load_onnx_bytes(b.bytes(), "resize.onnx");
 }
 
+// Tensors without a batch dim through import: x [3, 4] (its first dim part of the input) ->
+// Reshape [-1, 3, 4] -> MatMul 4->5 -> Relu -> Reshape [1, 15] -> Gemm 15->2; or, `transposed`,
+// ml4acopf's x [1, 6] -> Gemm 6->5 -> Transpose [5, 1] -> MatMul by C [4, 5] from the left ->
+// Transpose [1, 4] -> Relu -> Gemm 4->3.
+BoundGraph unbatched_graph(Rng& rng, bool transposed) {
+  testing::OnnxBuilder b;
+  if (transposed) {
+    b.input("x", {1, 6}).output("y", {1, 3});
+    b.initializer("W1", rng.normal({5, 6}, 0.5)).initializer("C", rng.normal({4, 5}, 0.5));
+    b.initializer("W2", rng.normal({3, 4}, 0.5));
+    b.node("fc1", "Gemm", {"x", "W1"}, {"h"}, {testing::attr_int("transB", 1)});
+    b.node("column", "Transpose", {"h"}, {"t"}, {testing::attr_ints("perm", {1, 0})});
+    b.node("mm", "MatMul", {"C", "t"}, {"m"});
+    b.node("row", "Transpose", {"m"}, {"r"}, {testing::attr_ints("perm", {1, 0})});
+  } else {
+    b.input("x", {3, 4}).output("y", {1, 2});
+    b.initializer("to_batch", at::tensor({-1, 3, 4}, at::kLong));
+    b.initializer("flat", at::tensor({1, 15}, at::kLong));
+    b.initializer("W1", rng.normal({4, 5}, 0.5)).initializer("W2", rng.normal({2, 15}, 0.5));
+    b.node("batch", "Reshape", {"x", "to_batch"}, {"xb"});
+    b.node("mm", "MatMul", {"xb", "W1"}, {"m"});
+    b.node("to_flat", "Reshape", {"m", "flat"}, {"r"});
+  }
+  b.node("relu", "Relu", {"r"}, {"a"});
+  b.node("fc2", "Gemm", {"a", "W2"}, {"y"}, {testing::attr_int("transB", 1)});
+  return io::load_onnx_bytes(b.bytes(), "unbatched.onnx");
+}
+
 // Split through ONNX import (its bounded lowering is one Slice per output):
 // x [1, 2, 6] -> Split axis 2 into [2, 4] -> MatMul [2, 3] and MatMul [4, 3] -> Add -> [1, 2, 3].
 BoundGraph split_graph(Rng& rng) {
@@ -376,6 +404,8 @@ const std::vector<OpCase>& op_cases() {
              {testing::attr_string("coordinate_transformation_mode", "align_corners")});
        }},
       {"UpsampleNearest", [](Rng&) { return resize_graph("Upsample", "nearest"); }},
+      {"UnbatchedInput", [](Rng& r) { return unbatched_graph(r, false); }},
+      {"TransposeOfTheBatchDimension", [](Rng& r) { return unbatched_graph(r, true); }},
       {"BatchNorm",
        [](Rng& r) {
          // x [1, 3, 2, 2] -> BatchNorm (w, b [3, 1, 1], some w < 0) -> Flatten -> Linear 12->4.
@@ -867,6 +897,8 @@ TEST(OpHarnessCases, AffineCasesHaveExactIbp) {
     static const std::set<std::string> inexact{"Relu",
                                                "ConvRelu",
                                                "ConvTransposeAsymmetricRelu",
+                                               "UnbatchedInput",
+                                               "TransposeOfTheBatchDimension",
                                                "Sign",
                                                "Sigmoid",
                                                "SigmoidSaturated",

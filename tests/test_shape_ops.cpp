@@ -89,8 +89,9 @@ void expect_contains(const std::string& text, const std::string& fragment) {
 
 TEST_F(ShapeOps, EveryUnsupportedNodeIsListedOnce) {
   // Two branches of x, each through an operator without a lowering (LSTM, Hardmax), joined by an
-  // Add; then a Transpose that moves the batch dim (a lowering that refuses it), a node of a
-  // foreign domain and another LSTM after a Relu that depends on the first two.
+  // Add; then a Relu of a Transpose that moved the batch dim (a lowering that refuses such a
+  // tensor), a node of a foreign domain and another LSTM after a Relu that depends on the first
+  // two.
   OnnxBuilder b;
   b.input("x", {1, 4}).output("y");
   b.initializer("W1", randn({5, 4})).initializer("W2", randn({5, 4}));
@@ -100,6 +101,7 @@ TEST_F(ShapeOps, EveryUnsupportedNodeIsListedOnce) {
   b.node("hard", "Hardmax", {"h2"}, {"c"});
   b.node("join", "Add", {"a", "c"}, {"s"});
   b.node("moves_batch", "Transpose", {"h1"}, {"t"}, {attr_ints("perm", {1, 0})});
+  b.node("unbatched_relu", "Relu", {"t"}, {"tr"});
   b.node("custom", "Relu", {"h2"}, {"u"});
   b.model().nodes.back().domain = "com.example";
   b.node("relu", "Relu", {"s"}, {"r"});
@@ -113,9 +115,11 @@ TEST_F(ShapeOps, EveryUnsupportedNodeIsListedOnce) {
             "were checked by op type only):");
   EXPECT_EQ(lines[1], "  node 'lstm1' (LSTM): unsupported operator LSTM");
   EXPECT_EQ(lines[2], "  node 'hard' (Hardmax): unsupported operator Hardmax");
-  EXPECT_EQ(lines[3],
-            "  node 'moves_batch' (Transpose): unsupported: Transpose that moves the batch "
-            "dimension");
+  EXPECT_EQ(lines[3].rfind("  node 'unbatched_relu' (Relu): unsupported: Relu of a tensor without "
+                           "a batch dimension",
+                           0),
+            0u)
+      << lines[3];
   EXPECT_EQ(lines[4], "  node 'custom' (Relu): unsupported: operator domain 'com.example'");
   EXPECT_EQ(lines[5], "  node 'lstm2' (LSTM): unsupported operator LSTM");
 }
@@ -453,6 +457,61 @@ TEST_F(ShapeOps, UnsqueezeAxesFormFollowsTheOpset) {
   b11.initializer("axes", int64s({1}));
   b11.node("u", "Unsqueeze", {"x", "axes"}, {"y"});
   expect_contains(load_error(b11, false), "attribute before opset 13");
+}
+
+// A model input whose first dimension is not a batch (nn4sys pensieve "parallel": [12, 8]) is
+// read as one sample: Reshape to a leading 1 (or -1) makes it batched; MatMul by a constant and
+// the output keep it unbatched ([batch, *ONNX shape]).
+TEST_F(ShapeOps, AFirstInputDimensionAboveOneIsPartOfTheInput) {
+  const at::Tensor w = randn({4, 2});
+  {
+    OnnxBuilder b;
+    b.input("x", {3, 4}).output("y", {1, 6});
+    b.initializer("to_batch", int64s({-1, 3, 4})).initializer("W", w);
+    b.node("batch", "Reshape", {"x", "to_batch"}, {"xb"});
+    b.node("mm", "MatMul", {"xb", "W"}, {"h"});
+    b.node("flat", "Flatten", {"h"}, {"y"});
+    expect_forward_matches(b, {1, 3, 4}, {1, 6}, [&](const at::Tensor& x) {
+      return at::matmul(x, w).reshape({x.size(0), 6});
+    });
+  }
+  {
+    OnnxBuilder b;
+    b.input("x", {3, 4}).output("y", {3, 2});
+    b.initializer("W", w);
+    b.node("mm", "MatMul", {"x", "W"}, {"y"});
+    expect_forward_matches(b, {1, 3, 4}, {1, 3, 2},
+                           [&](const at::Tensor& x) { return at::matmul(x, w); });
+  }
+}
+
+// A Transpose that moves the batch dim (ml4acopf: [1, n] -> [n, 1], a constant's MatMul from the
+// left, and back), and a Reshape of a batched tensor to a leading dim above 1.
+TEST_F(ShapeOps, TransposeAndReshapeAwayFromTheBatchDimensionAndBack) {
+  const at::Tensor c = randn({4, 5});
+  {
+    OnnxBuilder b;
+    b.input("x", {1, 5}).output("y", {1, 4});
+    b.initializer("C", c);
+    b.node("column", "Transpose", {"x"}, {"t"}, {attr_ints("perm", {1, 0})});
+    b.node("mm", "MatMul", {"C", "t"}, {"m"});
+    b.node("row", "Transpose", {"m"}, {"r"}, {attr_ints("perm", {1, 0})});
+    b.node("relu", "Relu", {"r"}, {"y"});
+    expect_forward_matches(b, {1, 5}, {1, 4},
+                           [&](const at::Tensor& x) { return at::relu(at::matmul(x, c.t())); });
+  }
+  {
+    const at::Tensor w = randn({3, 2});
+    OnnxBuilder b;
+    b.input("x", {1, 6}).output("y", {1, 4});
+    b.initializer("rows", int64s({2, 3})).initializer("W", w).initializer("flat", int64s({1, 4}));
+    b.node("rows", "Reshape", {"x", "rows"}, {"r"});
+    b.node("mm", "MatMul", {"r", "W"}, {"m"});
+    b.node("flat", "Reshape", {"m", "flat"}, {"y"});
+    expect_forward_matches(b, {1, 6}, {1, 4}, [&](const at::Tensor& x) {
+      return at::matmul(x.reshape({x.size(0), 2, 3}), w).reshape({x.size(0), 4});
+    });
+  }
 }
 
 TEST_F(ShapeOps, BatchAxisAndVariablePositionsAreRefused) {

@@ -46,7 +46,22 @@ const at::Tensor& LoweringContext::constant(size_t i) const {
 int LoweringContext::bounded(size_t i) const {
   if (i >= inputs.size() || inputs[i].is_absent()) fail("missing input " + std::to_string(i));
   if (!inputs[i].is_bounded()) fail("input " + std::to_string(i) + " is expected to be variable");
+  if (inputs[i].unbatched) unsupported_unbatched();
   return inputs[i].node;
+}
+
+int LoweringContext::bounded_unbatched(size_t i) {
+  unbatched_accepted = true;
+  if (i >= inputs.size() || inputs[i].is_absent()) fail("missing input " + std::to_string(i));
+  if (!inputs[i].is_bounded()) fail("input " + std::to_string(i) + " is expected to be variable");
+  return inputs[i].node;
+}
+
+void LoweringContext::unsupported_unbatched() const {
+  unsupported(op_type +
+              " of a tensor without a batch dimension (a model input whose first dimension is "
+              "not a batch, or a Transpose that moved the batch dimension); Reshape, Flatten, "
+              "Transpose, MatMul by a constant and Shape read one");
 }
 
 bool LoweringContext::all_constant() const {

@@ -15,14 +15,23 @@
 namespace distcrown {
 
 /// An ONNX value during import: either a constant tensor or the output of a graph node.
+/// A bounded value is batched when its ONNX dim 0 is the batch (the node's shape is the ONNX
+/// shape, batch 1 at load), or `unbatched` when its ONNX tensor has no batch dim: a model whose
+/// first input dimension is part of the input (nn4sys's pensieve "parallel" models, input
+/// [12, 8]), or a Transpose that moved the batch dim away (ml4acopf: [1, n] -> [n, 1]). An
+/// unbatched node's shape is [batch, *ONNX shape]. Only lowerings that call
+/// LoweringContext::bounded_unbatched() accept one; an unbatched result whose ONNX dim 0 is 1
+/// becomes batched again (that dim is the batch).
 struct Value {
   at::Tensor constant;  // defined iff this is a constant
   int node = -1;        // graph node index iff bounded (depends on the perturbed input)
+  bool unbatched = false;
   [[nodiscard]] bool is_constant() const { return node < 0 && constant.defined(); }
   [[nodiscard]] bool is_bounded() const { return node >= 0; }
   [[nodiscard]] bool is_absent() const { return node < 0 && !constant.defined(); }
   static Value of_constant(at::Tensor t) { return Value{std::move(t), -1}; }
   static Value of_node(int i) { return Value{{}, i}; }
+  static Value of_unbatched_node(int i) { return Value{{}, i, true}; }
 };
 
 struct AttributeMap {
@@ -59,10 +68,18 @@ struct LoweringContext {
 
   [[noreturn]] void fail(const std::string& what) const;         // ModelError
   [[noreturn]] void unsupported(const std::string& what) const;  // UnsupportedError
+  /// UnsupportedError: this operator on an unbatched input.
+  [[noreturn]] void unsupported_unbatched() const;
   /// Input i, which must be a constant (else a clear error).
   [[nodiscard]] const at::Tensor& constant(size_t i) const;
-  /// Input i, which must be the output of a bounded node (else a clear error).
+  /// Input i, which must be the output of a bounded node (else a clear error) and batched (else
+  /// UnsupportedError: the operator on a tensor without a batch dim).
   [[nodiscard]] int bounded(size_t i) const;
+  /// Input i, bounded, batched or not (Value::unbatched): for the lowerings that handle both.
+  [[nodiscard]] int bounded_unbatched(size_t i);
+  /// Set by bounded_unbatched(): the loader refuses a lowering that was given an unbatched input
+  /// and never asked for one.
+  bool unbatched_accepted = false;
   [[nodiscard]] bool has_input(size_t i) const {
     return i < inputs.size() && !inputs[i].is_absent();
   }

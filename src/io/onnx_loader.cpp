@@ -108,11 +108,9 @@ std::vector<int64_t> input_shape(const OnnxValueInfo& vi, const std::string& whe
   }
   if (!vi.has_shape) throw ModelError(where + " has no shape");
   std::vector<int64_t> shape;
+  // A first dimension above 1 is part of the input, not a batch: a batch dim 1 goes before it.
+  if (!vi.dims.empty() && vi.dims[0] > 1) shape.push_back(1);
   for (size_t i = 0; i < vi.dims.size(); ++i) {
-    if (i == 0 && vi.dims[i] > 1) {
-      throw UnsupportedError(where + ": unsupported: batch dimension " +
-                             std::to_string(vi.dims[i]) + " (1 or symbolic)");
-    }
     if (vi.dims[i] > 0) {
       shape.push_back(vi.dims[i]);
     } else if (i == 0) {
@@ -246,7 +244,9 @@ BoundGraph build(const OnnxModel& parsed, const std::string& source) {
   const at::ScalarType dtype = input->elem_type == kOnnxDouble ? at::kDouble : at::kFloat;
   GraphBuilder builder(input_shape(*input, source + ": input '" + input->name + "'"), input->name,
                        dtype);
-  values[input->name] = Value::of_node(builder.input());
+  values[input->name] = input->dims.empty() || input->dims[0] <= 1
+                            ? Value::of_node(builder.input())
+                            : Value::of_unbatched_node(builder.input());
 
   const OpRegistry& registry = ops::builtin_ops();
   // Unsupported nodes are collected, not thrown one by one, so that one load names them all. The
@@ -304,6 +304,9 @@ BoundGraph build(const OnnxModel& parsed, const std::string& source) {
       } catch (const c10::Error& e) {
         throw ModelError(where + ": " + e.what_without_backtrace());
       }
+      const bool reads_unbatched = std::any_of(ctx.inputs.begin(), ctx.inputs.end(),
+                                               [](const Value& v) { return v.unbatched; });
+      if (reads_unbatched && !ctx.unbatched_accepted) ctx.unsupported_unbatched();
       values[node.outputs.front()] = out;
       // Outputs after the first (Split's); one the lowering does not produce (MaxPool's Indices,
       // Dropout's mask) stays unproduced, and a node reading it is refused naming this node.

@@ -35,7 +35,9 @@ std::vector<int64_t> sizes_of(const LoweringContext& ctx, size_t i) {
   if (!ctx.has_input(i)) ctx.fail("missing input " + std::to_string(i));
   const Value& v = ctx.inputs[i];
   if (v.is_constant()) return {v.constant.sizes().begin(), v.constant.sizes().end()};
-  return ctx.builder.shape(v.node);
+  const std::vector<int64_t>& s = ctx.builder.shape(v.node);
+  if (v.unbatched) return {s.begin() + 1, s.end()};
+  return s;
 }
 
 void check_buildable_shape(const LoweringContext& ctx, const std::vector<int64_t>& shape) {

@@ -28,7 +28,8 @@ std::vector<int64_t> normalised_axes(const LoweringContext& ctx, std::vector<int
 /// The values of constant input i, which must hold integers (ctx.fail for floating point).
 std::vector<int64_t> int_values(const LoweringContext& ctx, size_t i);
 
-/// The static shape of input i (a constant's sizes, or a bounded node's shape with the batch dim).
+/// The static ONNX shape of input i: a constant's sizes, a batched node's shape (with the batch
+/// dim), an unbatched node's shape without the batch dim (Value::unbatched).
 std::vector<int64_t> sizes_of(const LoweringContext& ctx, size_t i);
 
 /// Refuses (ctx.unsupported) a shape with more than kMaxBuiltElements elements, and (ctx.fail)

@@ -1,11 +1,15 @@
 #include "ops/linear.hpp"
 
 #include <algorithm>
+#include <numeric>
+#include <utility>
 
 #include <ATen/ATen.h>
 
 #include "graph/op_registry.hpp"
+#include "ops/axes.hpp"
 #include "ops/bilinear.hpp"
+#include "ops/reshape.hpp"
 
 namespace distcrown::ops {
 
@@ -71,9 +75,41 @@ Value lower_gemm(LoweringContext& ctx) {
   return ctx.emit(make_linear(ctx.param(w), bias), {ctx.bounded(0)});
 }
 
+// C · x for a constant matrix C [m, n] and a variable x of ONNX shape [.., n, k] or [n]: the
+// Linear with weight C on x's second-to-last dim (swapped to the last and back). It mixes ONNX
+// dim 0 when x is 2-D, so x is read unbatched (ml4acopf: C · xᵀ of x [1, n]).
+Value lower_constant_times_variable(LoweringContext& ctx) {
+  const at::Tensor& c = ctx.constant(0);
+  if (c.dim() != 2)
+    ctx.unsupported("MatMul of a " + std::to_string(c.dim()) + "-D constant by a variable tensor");
+  std::vector<int64_t> shape = sizes_of(ctx, 1);
+  const int x = unbatched_view(ctx, 1);
+  const size_t r = shape.size();
+  if (shape[r >= 2 ? r - 2 : 0] != c.size(1)) ctx.fail("MatMul operands' inner dimensions differ");
+  if (r == 1) {
+    return as_onnx_shaped(ctx, ctx.emit(make_linear(ctx.param(c), nullptr), {x}).node, {c.size(0)});
+  }
+  std::vector<int64_t> swap(r + 1);
+  std::iota(swap.begin(), swap.end(), int64_t{0});
+  std::swap(swap[r - 1], swap[r]);
+  const int t = ctx.emit(make_transpose(swap), {x}, "/swap").node;
+  const int y = ctx.emit(make_linear(ctx.param(c), nullptr), {t}).node;
+  shape[r - 2] = c.size(0);
+  return as_onnx_shaped(ctx, ctx.emit(make_transpose(swap), {y}, "/unswap").node, shape);
+}
+
 Value lower_matmul(LoweringContext& ctx) {
   if (ctx.all_constant()) return Value::of_constant(at::matmul(ctx.constant(0), ctx.constant(1)));
   if (ctx.inputs.size() != 2) ctx.fail("expects 2 inputs");
+  if (ctx.inputs[0].is_constant()) return lower_constant_times_variable(ctx);
+  if (ctx.inputs[0].unbatched && ctx.inputs[1].is_constant()) {
+    const at::Tensor& w = ctx.constant(1);  // [in, out]: the last dim, any dims before it
+    if (w.dim() != 2) ctx.unsupported("MatMul with a " + std::to_string(w.dim()) + "-D constant");
+    std::vector<int64_t> shape = sizes_of(ctx, 0);
+    shape.back() = w.size(1);
+    const int x = ctx.bounded_unbatched(0);
+    return as_onnx_shaped(ctx, ctx.emit(make_linear(ctx.param(w.t()), nullptr), {x}).node, shape);
+  }
   const int x = ctx.bounded(0);
   if (ctx.inputs[1].is_bounded()) {
     // Two bounded operands (attention): [B, *lead, n, k] · [B, *lead, k, m].

@@ -136,13 +136,13 @@ class BoundTranspose final : public BoundNode {
   std::vector<int64_t> inverse_;
 };
 
-// Emits a reshape of a bounded input to `full` (batch dim included), which must keep the batch.
+// Emits a reshape of a bounded input, batched or not, to the ONNX shape `full`: batched when
+// full[0] is 1 (the batch), else unbatched ([batch, *full]): each sample is reshaped alone.
 Value emit_reshape(LoweringContext& ctx, const std::vector<int64_t>& full, const char* op) {
-  const auto in = sizes_of(ctx, 0);
-  if (full.empty() || full[0] != in[0]) {
-    ctx.unsupported(std::string(op) + " that changes the batch dimension");
-  }
-  return ctx.emit(make_reshape({full.begin() + 1, full.end()}, op), {ctx.bounded(0)});
+  const int x = ctx.bounded_unbatched(0);
+  if (full.empty()) ctx.unsupported(std::string(op) + " of a variable tensor to a scalar");
+  if (full[0] == 1) return ctx.emit(make_reshape({full.begin() + 1, full.end()}, op), {x});
+  return Value::of_unbatched_node(ctx.emit(make_reshape(full, op), {x}).node);
 }
 
 Value lower_flatten(LoweringContext& ctx) {
@@ -202,13 +202,24 @@ Value lower_transpose(LoweringContext& ctx) {
     ctx.fail("perm must be a permutation of 0.." + std::to_string(int64_t(in.size()) - 1));
   }
   if (ctx.all_constant()) return Value::of_constant(ctx.constant(0).permute(perm).contiguous());
-  if (perm.empty() || perm[0] != 0) ctx.unsupported("Transpose that moves the batch dimension");
-  return ctx.emit(make_transpose(perm), {ctx.bounded(0)});
+  if (!perm.empty() && perm[0] == 0 && !ctx.inputs[0].unbatched) {
+    return ctx.emit(make_transpose(perm), {ctx.bounded(0)});
+  }
+  // ONNX dim 0 moves (or there is no batch dim): permute the dims after the batch.
+  std::vector<int64_t> internal{0};
+  std::vector<int64_t> out;
+  for (const int64_t p : perm) {
+    internal.push_back(p + 1);
+    out.push_back(in[size_t(p)]);
+  }
+  const int x = unbatched_view(ctx, 0);
+  return as_onnx_shaped(ctx, ctx.emit(make_transpose(internal), {x}).node, out);
 }
 
 Value lower_shape(LoweringContext& ctx) {
   // Static shapes (batch 1): Shape is always a constant, of a bounded tensor too. Opset 15's start
   // and end pick a range of the dims (negative: from the end; clamped to the rank).
+  if (ctx.inputs.at(0).is_bounded()) (void)ctx.bounded_unbatched(0);
   const auto in = sizes_of(ctx, 0);
   const auto rank = int64_t(in.size());
   const auto clampi = [rank](int64_t v) {
@@ -302,6 +313,17 @@ void register_reshape(OpRegistry& r) {
     r.add(op, {.first = 13},
           [unsqueeze](LoweringContext& c) { return lower_unsqueeze_squeeze(c, unsqueeze, true); });
   }
+}
+
+Value as_onnx_shaped(LoweringContext& ctx, int node, const std::vector<int64_t>& onnx_shape) {
+  if (onnx_shape.size() < 2 || onnx_shape[0] != 1) return Value::of_unbatched_node(node);
+  return ctx.emit(make_reshape({onnx_shape.begin() + 1, onnx_shape.end()}), {node}, "/batched");
+}
+
+int unbatched_view(LoweringContext& ctx, size_t i) {
+  const int x = ctx.bounded_unbatched(i);
+  if (ctx.inputs[i].unbatched) return x;
+  return ctx.emit(make_reshape(ctx.builder.shape(x)), {x}, "/unbatched").node;
 }
 
 }  // namespace distcrown::ops

@@ -31,4 +31,14 @@ int broadcast_to_shape(LoweringContext& ctx, int x, const std::vector<int64_t>& 
 /// y = x.permute(perm) with perm[0] == 0 (the batch dim stays first).
 NodePtr make_transpose(std::vector<int64_t> perm);
 
+/// A node whose shape is [batch, *onnx_shape] as an ONNX value: batched again when its ONNX dim 0
+/// is 1 and another dim follows (a reshape drops that dim: it is the batch), else unbatched.
+Value as_onnx_shaped(LoweringContext& ctx, int node, const std::vector<int64_t>& onnx_shape);
+
+/// Bounded input i as a node of shape [batch, *ONNX shape]: itself when unbatched, else a
+/// reshape [batch, *rest] -> [batch, 1, *rest] (the ONNX batch dim, 1 for one sample, kept as an
+/// ordinary dim). For lowerings that move or mix ONNX dim 0 (Transpose, a constant's MatMul
+/// from the left).
+int unbatched_view(LoweringContext& ctx, size_t i);
+
 }  // namespace distcrown::ops
