@@ -194,6 +194,24 @@ TEST_F(OnnxLoader, ConvStridePadDilationFlattenGemm) {
   });
 }
 
+// A 1-D convolution (pensieve's), through the 2-D one on [B, C, 1, L].
+TEST_F(OnnxLoader, Conv1dStridePadDilation) {
+  const at::Tensor w1 = randn({4, 2, 3}), b1 = randn({4});
+  const at::Tensor w2 = randn({3, 4, 2});
+  OnnxBuilder b;
+  b.input("x", {1, 2, 9}).output("y");
+  b.initializer("w1", w1).initializer("b1", b1).initializer("w2", w2);
+  b.node("conv1", "Conv", {"x", "w1", "b1"}, {"c1"},
+         {attr_ints("kernel_shape", {3}), attr_ints("strides", {2}), attr_ints("pads", {1, 1})});
+  b.node("relu1", "Relu", {"c1"}, {"r1"});
+  b.node("conv2", "Conv", {"r1", "w2"}, {"y"}, {attr_ints("dilations", {2})});
+  expect_forward_matches(b, {1, 2, 9}, {1, 3, 3}, [&](const at::Tensor& x) {
+    const at::Tensor r1 = at::relu(at::conv1d(x, w1, b1, at::IntArrayRef{2}, at::IntArrayRef{1}));
+    return at::conv1d(r1, w2, at::Tensor(), at::IntArrayRef{1}, at::IntArrayRef{0},
+                      at::IntArrayRef{2});
+  });
+}
+
 TEST_F(OnnxLoader, BatchNormalizationAfterConv) {
   // Per-channel statistics on a 4-D tensor [1, C, H, W], C = 4.
   const at::Tensor w = randn({4, 3, 3, 3});

@@ -199,6 +199,20 @@ BoundGraph unbatched_graph(Rng& rng, bool transposed) {
   return io::load_onnx_bytes(b.bytes(), "unbatched.onnx");
 }
 
+// A 1-D Conv through import: x [1, 2, 7] -> Conv k3 stride 2 pads 1 -> Relu -> Flatten -> Gemm.
+BoundGraph conv1d_graph(Rng& rng) {
+  testing::OnnxBuilder b;
+  b.input("x", {1, 2, 7}).output("y", {1, 3});
+  b.initializer("w", rng.normal({3, 2, 3}, 0.5)).initializer("b", rng.normal({3}, 0.3));
+  b.initializer("W2", rng.normal({3, 12}, 0.4));
+  b.node("conv", "Conv", {"x", "w", "b"}, {"c"},
+         {testing::attr_ints("strides", {2}), testing::attr_ints("pads", {1, 1})});
+  b.node("relu", "Relu", {"c"}, {"r"});
+  b.node("flat", "Flatten", {"r"}, {"f"});
+  b.node("fc", "Gemm", {"f", "W2"}, {"y"}, {testing::attr_int("transB", 1)});
+  return io::load_onnx_bytes(b.bytes(), "conv1d.onnx");
+}
+
 // Split through ONNX import (its bounded lowering is one Slice per output):
 // x [1, 2, 6] -> Split axis 2 into [2, 4] -> MatMul [2, 3] and MatMul [4, 3] -> Add -> [1, 2, 3].
 BoundGraph split_graph(Rng& rng) {
@@ -406,6 +420,7 @@ const std::vector<OpCase>& op_cases() {
       {"UpsampleNearest", [](Rng&) { return resize_graph("Upsample", "nearest"); }},
       {"UnbatchedInput", [](Rng& r) { return unbatched_graph(r, false); }},
       {"TransposeOfTheBatchDimension", [](Rng& r) { return unbatched_graph(r, true); }},
+      {"Conv1dRelu", [](Rng& r) { return conv1d_graph(r); }},
       {"BatchNorm",
        [](Rng& r) {
          // x [1, 3, 2, 2] -> BatchNorm (w, b [3, 1, 1], some w < 0) -> Flatten -> Linear 12->4.
@@ -898,6 +913,7 @@ TEST(OpHarnessCases, AffineCasesHaveExactIbp) {
                                                "ConvRelu",
                                                "ConvTransposeAsymmetricRelu",
                                                "UnbatchedInput",
+                                               "Conv1dRelu",
                                                "TransposeOfTheBatchDimension",
                                                "Sign",
                                                "Sigmoid",

@@ -4,6 +4,7 @@
 
 #include "graph/op_registry.hpp"
 #include "ops/affine.hpp"
+#include "ops/reshape.hpp"
 
 namespace distcrown::ops {
 namespace {
@@ -113,8 +114,40 @@ class BoundConv2d final : public AffineOp {
   Conv2dOptions o_;
 };
 
+// 1-D convolution (pensieve's): x [B, C, L] as [B, C, 1, L] through the 2-D one with the kernel
+// [C_out, C_in, 1, k], and back.
+Value lower_conv1d(LoweringContext& ctx) {
+  const at::Tensor& w = ctx.constant(1);
+  if (ctx.attrs.get_int("group", 1) != 1) ctx.unsupported("Conv with group != 1");
+  const std::string pad_mode = ctx.attrs.get_string("auto_pad", "NOTSET");
+  if (pad_mode != "NOTSET") ctx.unsupported("Conv with auto_pad=" + pad_mode);
+  const auto strides = ctx.attrs.get_ints("strides", {1});
+  const auto dil = ctx.attrs.get_ints("dilations", {1});
+  const auto pads = ctx.attrs.get_ints("pads", {0, 0});
+  if (strides.size() != 1 || dil.size() != 1 || pads.size() != 2) {
+    ctx.fail("strides/dilations/pads must have 1/1/2 entries");
+  }
+  if (pads[0] != pads[1]) ctx.unsupported("asymmetric Conv padding");
+  const Conv2dOptions o{{1, strides[0]}, {0, pads[0]}, {1, dil[0]}};
+  ParamPtr bias = ctx.has_input(2) ? ctx.param(ctx.constant(2)) : nullptr;
+  if (bias && bias->numel() != w.size(0)) ctx.fail("Conv bias size does not match C_out");
+  const at::Tensor w2 = w.unsqueeze(2);
+  if (ctx.all_constant()) {
+    return Value::of_constant(at::conv1d(ctx.constant(0), w, bias ? bias->get() : at::Tensor(),
+                                         strides[0], pads[0], dil[0], 1));
+  }
+  const int x = ctx.bounded(0);
+  const auto& in = ctx.builder.shape(x);  // [1, C, L]
+  if (in.size() != 3) ctx.fail("a 1-D Conv expects an input [batch, C, L]");
+  const int planar = ctx.emit(make_reshape({in[1], 1, in[2]}), {x}, "/as_2d").node;
+  const int y = ctx.emit(make_conv2d(ctx.param(w2), bias, o), {planar}).node;
+  const auto& out = ctx.builder.shape(y);  // [1, C_out, 1, L_out]
+  return ctx.emit(make_reshape({out[1], out[3]}), {y}, "/as_1d");
+}
+
 Value lower_conv(LoweringContext& ctx) {
   const at::Tensor& w = ctx.constant(1);
+  if (w.dim() == 3) return lower_conv1d(ctx);
   if (w.dim() != 4) ctx.unsupported("Conv with a " + std::to_string(w.dim() - 2) + "-D kernel");
   if (ctx.attrs.get_int("group", 1) != 1) ctx.unsupported("Conv with group != 1");
   const std::string pad_mode = ctx.attrs.get_string("auto_pad", "NOTSET");
