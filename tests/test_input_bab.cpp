@@ -1,6 +1,8 @@
 // Input splitting (bab::input_bab): proving what CROWN alone cannot, the split score, clipping
-// boxes to where a counterexample can be, and a counterexample in a small region.
+// boxes to where a counterexample can be, and a counterexample in a small region; properties of
+// many small boxes screened by one CROWN pass over all of them (bab::screen_cases).
 
+#include "bab/case_screen.hpp"
 #include "bab_testing.hpp"
 
 namespace distcrown {
@@ -158,6 +160,80 @@ TEST(InputBab, FindsACounterexampleInASmallRegion) {
   ASSERT_TRUE(b.counterexample.has_value());
   EXPECT_LE(b.counterexample->y.at(0), minimum + 1e-4);
   EXPECT_TRUE(inside(b.counterexample->x, p.cases[0]));
+}
+
+// nn4sys lindex's shape: many cases, each a small box of its own, [c − 0.005, c + 0.005]², with
+// rows on y = f(x). `offset` places case i's threshold: kind 0 unsafe y <= f(c) − offset, kind 1
+// unsafe y >= f(c) + offset, kind 2 both (a disjunction).
+io::VnnlibProperty many_boxes(const BoundGraph& g, int64_t n, double offset) {
+  io::VnnlibProperty p;
+  p.source = "<test>";
+  p.num_inputs = 2;
+  p.num_outputs = 1;
+  for (int64_t i = 0; i < n; ++i) {
+    const double t = double(i) / double(n);
+    const at::Tensor c = at::tensor({-0.9 + 1.8 * t, 0.8 * std::sin(7.0 * t)}, at::kDouble);
+    c10::NoGradGuard no_grad;
+    const double y = g.forward(c.reshape({1, 2}).to(g.dtype())).item<double>();
+    const io::OutputConjunction below{{{{1.0}, y - offset}}};
+    const io::OutputConjunction above{{{{-1.0}, -(y + offset)}}};
+    std::vector<io::OutputConjunction> d;
+    if (i % 3 != 1) d.push_back(below);
+    if (i % 3 != 0) d.push_back(above);
+    p.cases.push_back(case_of({c.reshape({1, 2}) - 0.005, c.reshape({1, 2}) + 0.005}, d));
+  }
+  return p;
+}
+
+TEST(CaseScreen, ProvesTheCasesItBoundsOnlyWhenTrueAndVerifyAnswersFromIt) {
+  const std::vector<Layer> layers = random_layers({2, 16, 16, 1}, 9);
+  Net net = build(layers, at::kDouble);
+  // Thresholds 0.3 from the centre's value: every case true, nearly all proved by CROWN; at
+  // 1e-4 some cases are open (or false) and must stay unproved unless sampling agrees.
+  for (const double offset : {0.3, 1e-4}) {
+    SCOPED_TRACE(offset);
+    const io::VnnlibProperty p = many_boxes(net.graph, 120, offset);
+    std::vector<std::vector<bab::Objective>> objs;
+    for (const io::VnnlibCase& c : p.cases) objs.push_back(objectives(c, 1, at::kDouble));
+    const std::vector<bool> proved =
+        bab::screen_cases(net.graph, p, objs, BoundOptions{}, PassContext{});
+    int64_t n_proved = 0;
+    at::Generator gen = at::detail::createCPUGenerator(3);
+    for (size_t i = 0; i < p.cases.size(); ++i) {
+      if (!proved[i]) continue;
+      ++n_proved;
+      const io::VnnlibCase& c = p.cases[i];
+      const at::Tensor lo = at::tensor(c.input_lower, at::kDouble);
+      const at::Tensor hi = at::tensor(c.input_upper, at::kDouble);
+      const at::Tensor x = lo + at::rand({200, 2}, gen, at::kDouble) * (hi - lo);
+      c10::NoGradGuard no_grad;
+      const at::Tensor y = net.graph.forward(x).reshape({-1});
+      for (const io::OutputConjunction& d : c.disjuncts) {
+        const io::LinearConstraint& k = d.constraints[0];
+        EXPECT_TRUE((y * k.coeffs[0] > k.rhs).all().item<bool>()) << "case " << i;
+      }
+    }
+    if (offset > 0.1) {
+      EXPECT_EQ(n_proved, int64_t(p.cases.size()));
+      bab::VerifyOptions o;
+      o.timeout_s = 30;
+      o.bab.progress = false;
+      const bab::VerifyResult r = bab::verify(net.graph, p, o);
+      EXPECT_EQ(bab::to_string(r.verdict), "unsat") << r.detail;
+      EXPECT_EQ(r.detail.rfind("CROWN on every case's box", 0), 0u) << r.detail;
+      // One case more whose centre is a counterexample: sat, found in that case's box.
+      io::VnnlibProperty q = p;
+      io::VnnlibCase open = q.cases[7];
+      open.disjuncts = {{{{{1.0}, 1e3}}}};
+      q.cases.push_back(open);
+      const bab::VerifyResult s = bab::verify(net.graph, q, o);
+      ASSERT_EQ(bab::to_string(s.verdict), "sat") << s.detail;
+      ASSERT_TRUE(s.counterexample.has_value());
+      EXPECT_TRUE(inside(s.counterexample->x, open));
+    } else {
+      EXPECT_LT(n_proved, int64_t(p.cases.size()));
+    }
+  }
 }
 
 }  // namespace

@@ -318,8 +318,8 @@ TEST(VnnlibString, CommentsCrlfAndTabs) {
 
 TEST(VnnlibString, DnfBlowUpIsRejected) {
   std::string text = std::string(kDecls) + kBox;
-  for (int i = 0; i < 17; ++i) text += "(assert (or (>= Y_0 1) (>= Y_1 1)))\n";  // 2^17 terms
-  expect_parse_error(text, "23:1", "more than 100000 terms");
+  for (int i = 0; i < 20; ++i) text += "(assert (or (>= Y_0 1) (>= Y_1 1)))\n";  // 2^20 terms
+  expect_parse_error(text, "26:1", "more than 1000000 terms");
 }
 
 // --- Malformed input -------------------------------------------------------------------------

@@ -11,6 +11,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
+#include "bab/case_screen.hpp"
 #include "bab/input_bab.hpp"
 #include "bab/memory_budget.hpp"
 #include "bab/relu_bab.hpp"
@@ -192,9 +193,24 @@ VerifyResult decide(const BoundGraph& g, const io::VnnlibProperty& property,
   std::vector<std::vector<Objective>> objectives;
   for (const auto& c : property.cases) objectives.push_back(objectives_of(c, n_out, g.dtype()));
 
+  // The root α-CROWN runs on every rank in step (FSDP gathers inside its passes).
+  const PassContext root_limit = PassContext{}.limited_to(
+      detail::memory_limit(group.memory_limit_bytes, g.device()), group.world.world);
+  // 0. Many cases, each its own box: CROWN on all the boxes at once proves most of them.
+  std::vector<bool> screened(property.cases.size(), false);
+  if (property.cases.size() > 1) {
+    progress.start("CROWN on every case's box");
+    screened = screen_cases(g, property, objectives, options.bab.bound,
+                            PassContext::stopping_at({deadline, &progress})
+                                .limited_to(root_limit.memory_limit_bytes, root_limit.in_step));
+    if (std::all_of(screened.begin(), screened.end(), [](bool p) { return p; })) {
+      return decision.finish(Verdict::kUnsat, "CROWN on every case's box");
+    }
+  }
   // 1. Attack every box.
   progress.start("attack");
   for (size_t i = 0; i < property.cases.size(); ++i) {
+    if (screened[i]) continue;
     if (auto cex = pgd_attack(options.bab.attack, Checkpoint{deadline, &progress}, g,
                               property.cases[i], objectives[i])) {
       r.counterexample = cex;
@@ -209,10 +225,8 @@ VerifyResult decide(const BoundGraph& g, const io::VnnlibProperty& property,
   std::optional<std::pair<Verdict, std::string>> unknown;
   int64_t rounds = 0;
   bool crown_proved = true;  // every root proved by CROWN's bounds, without α steps
-  // The root α-CROWN runs on every rank in step (FSDP gathers inside its passes).
-  const PassContext root_limit = PassContext{}.limited_to(
-      detail::memory_limit(group.memory_limit_bytes, g.device()), group.world.world);
   for (size_t i = 0; i < property.cases.size(); ++i) {
+    if (screened[i]) continue;
     const io::VnnlibCase& c = property.cases[i];
     const std::vector<Objective>& objs = objectives[i];
     // 2. α-CROWN on every disjunct at once (ReLU splitting).

@@ -25,7 +25,7 @@
 namespace distcrown::io {
 namespace {
 
-constexpr size_t kMaxDnfTerms = 100000;
+constexpr size_t kMaxDnfTerms = 1000000;   // nn4sys lindex_60000: 120,000 disjuncts
 constexpr size_t kMaxDnfAtoms = 20000000;  // total atom references over all terms of one DNF
 constexpr int kMaxDepth = 1000;
 constexpr size_t kMaxIndexDigits = 9;
@@ -769,9 +769,13 @@ class Parser : private TokenReader {
     return out;
   }
 
-  void disjoin(Dnf* a, Dnf&& b, Pos p) const {
-    check_dnf_size(a->size() + b.size(), total_atoms(*a) + total_atoms(b), p);
+  // Appends b's terms to a; `a_atoms` is a's atom count (kept by the caller, so that a long
+  // disjunction is linear, not quadratic, in its terms).
+  void disjoin(Dnf* a, size_t* a_atoms, Dnf&& b, Pos p) const {
+    const size_t b_atoms = total_atoms(b);
+    check_dnf_size(a->size() + b.size(), *a_atoms + b_atoms, p);
     for (Term& t : b) a->push_back(std::move(t));
+    *a_atoms += b_atoms;
   }
 
   // --- Formulas ------------------------------------------------------------------------------
@@ -816,6 +820,7 @@ class Parser : private TokenReader {
   Dnf parse_connective(const Token& op, Pos open, int depth) {
     bool is_and = op.text == "and";
     Dnf acc = is_and ? dnf_true() : Dnf();
+    size_t acc_atoms = 0;  // of a disjunction's terms so far
     int64_t count = 0;
     while (!at_close(open)) {
       Pos child_pos = lexer().peek().pos;
@@ -823,7 +828,7 @@ class Parser : private TokenReader {
       if (is_and) {
         acc = conjoin(acc, child, child_pos);
       } else {
-        disjoin(&acc, std::move(child), child_pos);
+        disjoin(&acc, &acc_atoms, std::move(child), child_pos);
       }
       ++count;
     }
@@ -853,7 +858,8 @@ class Parser : private TokenReader {
     if (op == ">=" || op == ">") return make_le(b, a, open, strict);
     if (op == "!=") {
       Dnf either = make_le(a, b, open, true);
-      disjoin(&either, make_le(b, a, open, true), open);
+      size_t atoms = total_atoms(either);
+      disjoin(&either, &atoms, make_le(b, a, open, true), open);
       return either;
     }
     return conjoin(make_le(a, b, open, false), make_le(b, a, open, false), open);  // =, ==
