@@ -167,5 +167,31 @@ TEST(PgdAttack, MovesWithoutAGradientThroughSignLayers) {
   EXPECT_TRUE(inside(cex->x, p.cases[0]));
 }
 
+// Sampling before PGD (AttackOptions::samples): vertices of the box reach a region no gradient
+// leads to. y = Σ Sign(x_i − 0.9) over x ∈ [-1, 1]^8 is 8 only where every x_i > 0.9 (a
+// 4e-11 share of the box, a 1/256 share of its vertices): unsafe y >= 7.5. PGD from the centre
+// alone (no samples) has no gradient and random sign steps that keep y from rising; the
+// samples' vertices find it.
+TEST(PgdAttack, SampledVerticesReachACornerNoGradientLeadsTo) {
+  testing::OnnxBuilder b;
+  b.input("x", {1, 8}).output("y", {1, 1});
+  b.initializer("shift", at::full({8}, 0.9F)).initializer("W", at::ones({1, 8}));
+  b.node("sub", "Sub", {"x", "shift"}, {"h"});
+  b.node("sign", "Sign", {"h"}, {"s"});
+  b.node("sum", "Gemm", {"s", "W"}, {"y"}, {testing::attr_int("transB", 1)});
+  const BoundGraph g = io::load_onnx_bytes(b.bytes(), "corner.onnx");
+  const InputBox box{at::full({1, 8}, -1.0), at::full({1, 8}, 1.0)};
+  const io::VnnlibProperty p = property_of(box, 1, {{{{{-1.0}, -7.5}}}});
+  const auto objs = objectives(p.cases[0], 1, at::kFloat);
+  bab::AttackOptions a;
+  a.restarts = 16;
+  a.steps = 10;
+  const auto cex = bab::pgd_attack(a, Checkpoint{bab::Deadline(30)}, g, p.cases[0], objs);
+  ASSERT_TRUE(cex.has_value());
+  EXPECT_GE(cex->y.at(0), 7.5);
+  EXPECT_TRUE(inside(cex->x, p.cases[0]));
+  for (const double v : cex->x) EXPECT_GT(v, 0.9);
+}
+
 }  // namespace
 }  // namespace distcrown

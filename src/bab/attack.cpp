@@ -18,6 +18,75 @@ std::pair<at::Tensor, at::Tensor> box_tensors(const BoundGraph& g, const io::Vnn
           at::tensor(c.input_upper, at::kDouble).to(opts).reshape(g.input_shape())};
 }
 
+// The soft margin of each output row y [N, m]: per disjunct the sum of its rows' positive
+// violations (all must reach <= 0), the smallest over the disjuncts; [N]. Undefined when no
+// disjunct has a row.
+at::Tensor soft_margin(const at::Tensor& y, const std::vector<Objective>& disjuncts) {
+  std::vector<at::Tensor> m;
+  for (const Objective& d : disjuncts) {
+    if (d.rhs.numel() == 0) continue;
+    m.push_back(
+        (at::matmul(y, d.C.to(y.options()).t()) - d.rhs.to(y.options())).clamp_min(0).sum(1));
+  }
+  if (m.empty()) return {};
+  return std::get<0>(at::stack(m, 1).min(1));
+}
+
+// Activation elements of one sample over the graph's nodes: the cost of a forward pass.
+int64_t sample_elements(const BoundGraph& g) {
+  int64_t n = 0;
+  for (int i = 0; i < g.size(); ++i) n += g.node_numel(i);
+  return std::max<int64_t>(n, 1);
+}
+
+// Points of the box [lo, hi] ([1, *input_shape]): the first half uniform, the rest vertices
+// (each coordinate at one end at random); [n, *input_shape].
+at::Tensor sample_box(const at::Tensor& lo, const at::Tensor& hi, int64_t n, at::Generator& gen) {
+  std::vector<int64_t> shape(lo.sizes().begin(), lo.sizes().end());
+  shape[0] = n;
+  const auto dbl = at::TensorOptions().dtype(at::kDouble);
+  const at::Tensor u = at::rand(shape, gen, dbl).to(lo.options());
+  const at::Tensor coin = (at::rand(shape, gen, dbl) < 0.5).to(lo.device());
+  const int64_t half = n / 2;
+  const at::Tensor uniform = lo + u.slice(0, 0, half) * (hi - lo);
+  const at::Tensor vertices = at::where(coin.slice(0, half), hi, lo);
+  return at::cat({uniform, vertices}, 0);
+}
+
+struct Sampled {
+  std::optional<Counterexample> counterexample;
+  at::Tensor best;  // [k, *input_shape], the k samples of smallest soft margin
+};
+
+// Forward passes only, in chunks: `n` sampled points of the case's box, a counterexample among
+// them (checked in double), or the `k` closest to one as PGD's starts.
+Sampled best_samples(const BoundGraph& g, const io::VnnlibCase& c,
+                     const std::vector<Objective>& disjuncts, const at::Tensor& lo,
+                     const at::Tensor& hi, int64_t n, int64_t k, at::Generator& gen,
+                     const Checkpoint& until) {
+  c10::NoGradGuard no_grad;
+  constexpr int64_t kChunkElements = int64_t{1} << 22;
+  const int64_t chunk = std::clamp<int64_t>(kChunkElements / sample_elements(g), 2, n);
+  at::Tensor best;
+  at::Tensor best_margin;
+  for (int64_t done = 0; done < n && !until.deadline.expired(); done += chunk) {
+    const at::Tensor x = sample_box(lo, hi, std::min(chunk, n - done), gen);
+    const at::Tensor margin = soft_margin(g.forward(x).reshape({x.size(0), -1}), disjuncts);
+    if (!margin.defined()) return {};
+    const at::Tensor held = (margin <= 0).nonzero().reshape({-1});
+    if (held.numel() > 0) {
+      if (auto cex = check_candidates(g, c, x.index_select(0, held))) return {cex, {}};
+    }
+    best = best.defined() ? at::cat({best, x}, 0) : x;
+    best_margin = best_margin.defined() ? at::cat({best_margin, margin}, 0) : margin;
+    const int64_t keep = std::min<int64_t>(k, best.size(0));
+    const at::Tensor order = std::get<1>(at::topk(best_margin, keep, 0, /*largest=*/false));
+    best = best.index_select(0, order);
+    best_margin = best_margin.index_select(0, order);
+  }
+  return {std::nullopt, best};
+}
+
 }  // namespace
 
 std::optional<Counterexample> check_candidates(const BoundGraph& g, const io::VnnlibCase& c,
@@ -57,6 +126,7 @@ AttackOptions round_attack(const AttackOptions& root, int64_t round) {
   a.restarts = std::min(root.restarts, 16);
   a.seed = root.seed + uint64_t(round);
   a.steps = std::min(root.steps, 30);
+  a.samples = 0;  // its starts are the worst domains' points
   return a;
 }
 
@@ -68,11 +138,28 @@ std::optional<Counterexample> pgd_attack(const AttackOptions& options, const Che
   const auto [lo, hi] = box_tensors(g, c);
   const at::Tensor width = hi - lo;  // [1, *input_shape]
   at::Generator gen = at::detail::createCPUGenerator(options.seed);
-  // Starting points: the centre, uniform random points, and the given ones. [N, *input_shape]
-  std::vector<int64_t> rshape(g.input_shape().begin(), g.input_shape().end());
-  rshape[0] = options.restarts;
+  // Starting points: the centre, the sampled points closest to a counterexample (or uniform
+  // random points), and the given ones. [N, *input_shape]
   std::vector<at::Tensor> parts{(lo + hi) / 2};
-  if (options.restarts > 0) {
+  if (options.samples != 0 && options.restarts > 0) {
+    // Budgets in activation elements: 2^24 for the samples' forward passes, 2^26 for PGD's
+    // forward and backward passes (three a step), so that a small network (ACAS Xu: 16,384
+    // samples, several hundred starts) is searched far wider than a large one (at least
+    // `restarts` starts).
+    constexpr int64_t kSampleElements = int64_t{1} << 24;
+    constexpr int64_t kPgdElements = int64_t{1} << 26;
+    const int64_t elements = sample_elements(g);
+    const int64_t n = options.samples > 0 ? options.samples
+                                          : std::clamp<int64_t>(kSampleElements / elements,
+                                                                options.restarts, 16384);
+    const int64_t starts_kept = std::clamp<int64_t>(
+        kPgdElements / (3 * std::max(options.steps, 1) * elements), options.restarts, 1024);
+    Sampled s = best_samples(g, c, disjuncts, lo, hi, n, starts_kept, gen, until);
+    if (s.counterexample) return s.counterexample;
+    if (s.best.defined()) parts.push_back(s.best);
+  } else if (options.restarts > 0) {
+    std::vector<int64_t> rshape(g.input_shape().begin(), g.input_shape().end());
+    rshape[0] = options.restarts;
     const at::Tensor u = at::rand(rshape, gen, at::TensorOptions().dtype(at::kDouble));
     parts.push_back(lo + u.to(lo.options()) * width);
   }
@@ -99,16 +186,8 @@ std::optional<Counterexample> pgd_attack(const AttackOptions& options, const Che
     at::Tensor margin;  // [N]
     {
       c10::AutoGradMode grad_on(true);
-      const at::Tensor y = g.forward(xv).reshape({N, -1});
-      std::vector<at::Tensor> m;
-      for (const Objective& d : disjuncts) {
-        if (d.rhs.numel() == 0) continue;
-        // Soft margin: the sum of positive constraint violations (all must reach <= 0).
-        m.push_back(
-            (at::matmul(y, d.C.to(y.options()).t()) - d.rhs.to(y.options())).clamp_min(0).sum(1));
-      }
-      if (m.empty()) return std::nullopt;
-      margin = std::get<0>(at::stack(m, 1).min(1));
+      margin = soft_margin(g.forward(xv).reshape({N, -1}), disjuncts);
+      if (!margin.defined()) return std::nullopt;
       margin.sum().backward();
     }
     const double frac = options.step_fraction * (1.0 - double(step) / options.steps);

@@ -31,6 +31,12 @@ struct AttackOptions {
   int steps = 100;
   double step_fraction = 0.1;  // initial step as a fraction of each input's box width
   uint64_t seed = 0;
+  /// Points of the box sampled by forward passes before PGD (half uniform, half vertices): any
+  /// counterexample among them is returned, and PGD starts from those closest to one instead of
+  /// uniform random points: `restarts` of them, or more on a small network (as many as 2^26
+  /// activation elements of PGD's passes allow, at most 1024). -1: as many samples as 2^24
+  /// activation elements allow (at least `restarts`, at most 16384); 0: none.
+  int64_t samples = -1;
 };
 
 /// The attack of a ReLU-splitting round (every attack_every rounds): from the worst domains'
@@ -38,13 +44,13 @@ struct AttackOptions {
 /// that every run and every rank of a group draws the same ones, at most 30 steps.
 AttackOptions round_attack(const AttackOptions& root, int64_t round);
 
-/// PGD over the case's box minimising, for each disjunct, its margin (then the best); the
-/// result has passed check_candidates. `starts` ([M, *input_shape], optional) are extra
-/// starting points (e.g. where bounds are worst). A start whose gradient is 0 everywhere (Sign
-/// layers: PGD has no direction) takes random sign steps instead, each kept only where it did not
-/// raise the start's margin. Every step beats `until`'s heartbeat (verify's
-/// progress line: a step of a large network takes seconds); once its deadline has expired the
-/// attack gives up (checked between steps; no DeadlineReached).
+/// PGD over the case's box minimising, for each disjunct, its margin (then the best), from
+/// `options.samples` sampled points' best; the result has passed check_candidates. `starts` ([M,
+/// *input_shape], optional) are extra starting points (e.g. where bounds are worst). A start whose
+/// gradient is 0 everywhere (Sign layers: PGD has no direction) takes random sign steps instead,
+/// each kept only where it did not raise the start's margin. Every step beats `until`'s heartbeat
+/// (verify's progress line: a step of a large network takes seconds); once its deadline has expired
+/// the attack gives up (checked between steps; no DeadlineReached).
 std::optional<Counterexample> pgd_attack(const AttackOptions& options, const Checkpoint& until,
                                          const BoundGraph& g, const io::VnnlibCase& c,
                                          const std::vector<Objective>& disjuncts,
