@@ -152,8 +152,9 @@ std::optional<Counterexample> pgd_attack(const AttackOptions& options, const Che
     const int64_t n = options.samples > 0 ? options.samples
                                           : std::clamp<int64_t>(kSampleElements / elements,
                                                                 options.restarts, 16384);
-    const int64_t starts_kept = std::clamp<int64_t>(
-        kPgdElements / (3 * std::max(options.steps, 1) * elements), options.restarts, 1024);
+    const int64_t starts_kept =
+        std::clamp<int64_t>(kPgdElements / (int64_t{3} * std::max(options.steps, 1) * elements),
+                            options.restarts, 1024);
     Sampled s = best_samples(g, c, disjuncts, lo, hi, n, starts_kept, gen, until);
     if (s.counterexample) return s.counterexample;
     if (s.best.defined()) parts.push_back(s.best);
