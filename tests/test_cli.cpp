@@ -405,7 +405,7 @@ TEST_F(Cli, VerifyTakesTheResolvedOptions) {
 
 // What branch and bound splits and the intermediate scheme of its passes are decided in one
 // place (bab::splits_inputs), and --report says both: `--split input` on the digits model (64
-// inputs, more than auto's 16) splits the inputs with input splitting's scheme, tight_unstable,
+// inputs, more than auto's 32) splits the inputs with input splitting's scheme, tight_unstable,
 // as `--intermediate auto` promises; `--split auto` splits its ReLUs with auto_LiRPA's; a scheme
 // given is kept.
 TEST_F(Cli, SplitAndIntermediateSchemeAgree) {

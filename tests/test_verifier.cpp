@@ -91,6 +91,32 @@ TEST(Verify, TriviallyTrueIsUnsatTriviallyFalseIsSat) {
   }
 }
 
+// kAuto splits the inputs when a case leaves few of them free (nn4sys's pensieve fixes 64 of
+// 96), whatever the network's input size; kInput and kRelu are obeyed.
+TEST(Verify, AutoSplitsInputsWhenFewAreFree) {
+  const Net net = build(random_layers({40, 8, 2}, 3));
+  io::VnnlibProperty p;
+  p.num_inputs = 40;
+  p.num_outputs = 2;
+  io::VnnlibCase c;
+  c.input_lower.assign(40, 0.5);
+  c.input_upper.assign(40, 0.5);
+  for (size_t i = 0; i < 32; ++i) c.input_upper[i] = 1.0;
+  p.cases.push_back(c);
+  bab::VerifyOptions o;
+  EXPECT_EQ(bab::free_inputs(p), 32);
+  EXPECT_TRUE(bab::splits_inputs(o, net.graph, p));
+  p.cases.push_back(c);
+  p.cases.back().input_upper[32] = 1.0;  // 33 free in the second case
+  EXPECT_EQ(bab::free_inputs(p), 33);
+  EXPECT_FALSE(bab::splits_inputs(o, net.graph, p));
+  o.split = bab::SplitMode::kInput;
+  EXPECT_TRUE(bab::splits_inputs(o, net.graph, p));
+  p.cases.pop_back();
+  o.split = bab::SplitMode::kRelu;
+  EXPECT_FALSE(bab::splits_inputs(o, net.graph, p));
+}
+
 TEST(Verify, TimeoutOnAnUndecidedFixture) {
   DISTCROWN_REQUIRE_FIXTURES();
   const auto model = testing::fixtures_dir() / "models" / "mnist_256x6.onnx";

@@ -221,7 +221,7 @@ VerifyResult decide(const BoundGraph& g, const io::VnnlibProperty& property,
   // Each group bounds its own share of a round: its passes and attacks agree on the group's
   // deadline, the rounds over the world.
   const BabOptions& bab = options.bab;
-  const bool input_split = splits_inputs(options, g);
+  const bool input_split = splits_inputs(options, g, property);
   std::optional<std::pair<Verdict, std::string>> unknown;
   int64_t rounds = 0;
   bool crown_proved = true;  // every root proved by CROWN's bounds, without α steps
@@ -270,24 +270,35 @@ VerifyResult decide(const BoundGraph& g, const io::VnnlibProperty& property,
 
 }  // namespace
 
-bool splits_inputs(const VerifyOptions& options, const BoundGraph& g) {
-  return options.split == SplitMode::kInput ||
-         (options.split == SplitMode::kAuto && g.input_numel() <= options.input_split_max_inputs);
+int64_t free_inputs(const io::VnnlibProperty& property) {
+  int64_t most = 0;
+  for (const io::VnnlibCase& c : property.cases) {
+    int64_t n = 0;
+    for (size_t i = 0; i < c.input_lower.size(); ++i) n += c.input_upper[i] > c.input_lower[i];
+    most = std::max(most, n);
+  }
+  return most;
+}
+
+bool splits_inputs(const VerifyOptions& options, const BoundGraph& g,
+                   const io::VnnlibProperty& property) {
+  if (options.split != SplitMode::kAuto) return options.split == SplitMode::kInput;
+  return std::min(g.input_numel(), free_inputs(property)) <= options.input_split_max_inputs;
 }
 
 std::string verify_refusal(const VerifyOptions& options, const RunLayout& layout,
-                           const BoundGraph& g) {
+                           const BoundGraph& g, const io::VnnlibProperty& property) {
   if (layout.groups < 1 || layout.world_size % layout.groups != 0) {
     return "--domain-groups " + std::to_string(layout.groups) + " does not divide the " +
            std::to_string(layout.world_size) + " ranks";
   }
   if (!options.bab.spec_parallel || layout.world_size == layout.groups) return {};
   // Spec-parallel over groups of several ranks.
-  if (splits_inputs(options, g)) {
+  if (splits_inputs(options, g, property)) {
     return "spec-parallel shares ReLU splitting's batches between the ranks of a group; input "
-           "splitting (networks with at most " +
+           "splitting (properties with at most " +
            std::to_string(options.input_split_max_inputs) +
-           " inputs, or --split input) is shared by --domain-groups only";
+           " free inputs, or --split input) is shared by --domain-groups only";
   }
   return spec_parallel_refusal(options.bab, layout.tensor_parallel);
 }
@@ -304,7 +315,7 @@ VerifyResult verify(const VerifyOptions& options, const RunContext& context, con
   c10::NoGradGuard no_grad;
   const BabWorld& world = context.world;
   const RunLayout layout{world.world_size(), world.groups, g.tensor_parallel_group() != nullptr};
-  if (std::string why = verify_refusal(options, layout, g); !why.empty()) {
+  if (std::string why = verify_refusal(options, layout, g, property); !why.empty()) {
     throw InvalidArgument(why);
   }
   const Deadline deadline = context.deadline.agreed_by(collective::expiry_agreement(world.world));

@@ -308,7 +308,9 @@ int run_verify(const RunOptions& a) {
   ProblemInput in = load_agreed(a, *world, [&](const ProblemInput& loaded) {
     const bab::RunLayout layout{world->size(), a.domain_groups,
                                 sharding::is_tensor_parallel(a.shard)};
-    if (std::string why = bab::verify_refusal(o, layout, loaded.problem.graph); !why.empty()) {
+    if (std::string why =
+            bab::verify_refusal(o, layout, loaded.problem.graph, loaded.problem.property);
+        !why.empty()) {
       throw InvalidArgument("verify: " + why);
     }
   });
@@ -339,7 +341,7 @@ int run_verify(const RunOptions& a) {
   // tightens every box; on the neurons IBP leaves unstable only (each box its own), since deep
   // in the search most are stable, and their CROWN rows would only tighten the IBP chain
   // (docs/archive/results-2026.md, "Input splitting: rows for the unstable neurons only").
-  const bool inputs_split = bab::splits_inputs(o, in.problem.graph);
+  const bool inputs_split = bab::splits_inputs(o, in.problem.graph, in.problem.property);
   o.bab.bound.scheme = scheme_of(a.intermediate, inputs_split ? IntermediateScheme::kTightUnstable
                                                               : IntermediateScheme::kAutoLirpa);
   // Sharded over the ranks of each domain group (cli/run_setup.hpp). This rank's resident

@@ -45,13 +45,18 @@ struct VerifyOptions {
   /// root's α-CROWN included).
   BabOptions bab;
   SplitMode split = SplitMode::kAuto;
-  /// kAuto splits inputs when the network has at most this many.
-  int64_t input_split_max_inputs = 16;
+  /// kAuto splits inputs when the property leaves at most this many of them free (lower <
+  /// upper in some case: nn4sys's pensieve fixes 64 of its 96 inputs).
+  int64_t input_split_max_inputs = 32;
 };
+
+/// The most inputs that one case of `property` leaves free (lower < upper).
+int64_t free_inputs(const io::VnnlibProperty& property);
 
 /// Whether verify() searches `g` by splitting its inputs (else its ReLUs): the one place that
 /// decides it (the CLI's choice of intermediate scheme asks it too).
-bool splits_inputs(const VerifyOptions& options, const BoundGraph& g);
+bool splits_inputs(const VerifyOptions& options, const BoundGraph& g,
+                   const io::VnnlibProperty& property);
 
 /// How the ranks of a run are laid out, as the option checks need it.
 struct RunLayout {
@@ -65,7 +70,7 @@ struct RunLayout {
 /// spec-parallel branch and bound (over groups of several ranks) with input splitting, refreshed
 /// intermediate bounds or tensor parallelism. The CLI asks before it shards; verify() refuses.
 std::string verify_refusal(const VerifyOptions& options, const RunLayout& layout,
-                           const BoundGraph& g);
+                           const BoundGraph& g, const io::VnnlibProperty& property);
 
 struct VerifyResult {
   Verdict verdict = Verdict::kUnknown;
