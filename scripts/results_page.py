@@ -542,10 +542,29 @@ def deadline_summary(rs):
     return out
 
 
+def render_families(m, t, parts):
+    """bench_vnncomp CSVs of fetched VNN-COMP families, `expected` α,β-CROWN's verdict in that
+    year's results ('unknown' where it did not decide)."""
+    body = []
+    for label, p in parts:
+        for (bench, model), rs in verify_groups(p).items():
+            c = verify_counts(rs)
+            theirs = sum(1 for r in rs if r["expected"] in ("sat", "unsat"))
+            solved = [float(r["seconds"]) for r in rs if r["got"] in ("sat", "unsat")]
+            caps = sorted({num(r["timeout_used"]) for r in rs})
+            body.append([bench, model, c["n"], f"{c['solved']} ({c['sat']} sat)", c["timeout"],
+                         c["other"], sum(int(r["wrong"]) for r in rs), theirs,
+                         f"{statistics.median(solved):.2f}" if solved else "–",
+                         "/".join(f"{x:g}" for x in caps), label])
+    return md_table(["benchmark", "model", "n", "decided", "timeout", "unknown/error", "wrong",
+                     "α,β-CROWN decided (VNN-COMP)", "median s, decided", "timeout s", "run"],
+                    body)
+
+
 RENDER = {
     "agreement": render_agreement, "alpha": render_alpha, "vs_auto_lirpa": render_vs_auto_lirpa,
     "verify": render_verify, "verify_general": render_verify, "vs_abcrown": render_vs_abcrown,
-    "vnnlib2": render_vnnlib2,
+    "vnnlib2": render_vnnlib2, "families": render_families,
     "wide_memory": render_wide_memory,
     "patches_memory": render_patches_memory, "bab_memory": render_bab_memory,
     "alpha_memory": render_alpha_memory,
