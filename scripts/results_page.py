@@ -248,7 +248,11 @@ def verify_counts(rs, got="got"):
 def render_verify(m, t, parts):
     body = []
     for label, p in parts:
-        for (bench, model), rs in verify_groups(p).items():
+        groups = {}
+        for r in rows(p):
+            groups.setdefault(r["benchmark"], []).append(r)
+        for bench, rs in groups.items():
+            model = f"{len({r['model'] for r in rs})} models"
             c = verify_counts(rs)
             caps = sorted({num(r["timeout_used"]) for r in rs})
             cap = "/".join(f"{x:g}" for x in caps)
@@ -547,7 +551,11 @@ def render_families(m, t, parts):
     year's results ('unknown' where it did not decide)."""
     body = []
     for label, p in parts:
-        for (bench, model), rs in verify_groups(p).items():
+        groups = {}
+        for r in rows(p):
+            groups.setdefault(r["benchmark"], []).append(r)
+        for bench, rs in groups.items():
+            model = f"{len({r['model'] for r in rs})}"
             c = verify_counts(rs)
             theirs = sum(1 for r in rs if r["expected"] in ("sat", "unsat"))
             solved = [float(r["seconds"]) for r in rs if r["got"] in ("sat", "unsat")]
@@ -555,8 +563,8 @@ def render_families(m, t, parts):
             body.append([bench, model, c["n"], f"{c['solved']} ({c['sat']} sat)", c["timeout"],
                          c["other"], sum(int(r["wrong"]) for r in rs), theirs,
                          f"{statistics.median(solved):.2f}" if solved else "–",
-                         "/".join(f"{x:g}" for x in caps), label])
-    return md_table(["benchmark", "model", "n", "decided", "timeout", "unknown/error", "wrong",
+                         f"{caps[0]:g}" if len(caps) == 1 else f"{caps[0]:g}–{caps[-1]:g}", label])
+    return md_table(["benchmark", "models", "n", "decided", "timeout", "unknown/error", "wrong",
                      "α,β-CROWN decided (VNN-COMP)", "median s, decided", "timeout s", "run"],
                     body)
 
