@@ -207,8 +207,7 @@ const std::vector<OptionSpec>& table() {
        "(the better child's)",
        field([](RunOptions & r) -> auto& { return r.verify.bab.branching_reduce; })},
       {"split", Applies::kVerify,
-       "auto (input splitting when at most 32 inputs are free in the property, else ReLU "
-       "splitting), input or relu",
+       "auto (input splitting for <= 32 free inputs, else ReLU splitting), input or relu",
        field([](RunOptions & r) -> auto& { return r.verify.split; })},
       {"domain-groups", Applies::kVerify,
        "under mpirun: split the ranks into G groups (G divides the ranks) that bound their own "
