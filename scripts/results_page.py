@@ -229,6 +229,14 @@ def render_vs_auto_lirpa(m, t, parts):
                     body)
 
 
+def benchmark_groups(part):
+    """benchmark -> rows of a bench_vnncomp per-instance CSV."""
+    out = {}
+    for r in rows(part):
+        out.setdefault(r["benchmark"], []).append(r)
+    return out
+
+
 def verify_groups(part):
     """(benchmark, model group) -> rows of a bench_vnncomp per-instance CSV."""
     out = {}
@@ -248,11 +256,7 @@ def verify_counts(rs, got="got"):
 def render_verify(m, t, parts):
     body = []
     for label, p in parts:
-        groups = {}
-        for r in rows(p):
-            groups.setdefault(r["benchmark"], []).append(r)
-        for bench, rs in groups.items():
-            model = f"{len({r['model'] for r in rs})} models"
+        for (bench, model), rs in verify_groups(p).items():
             c = verify_counts(rs)
             caps = sorted({num(r["timeout_used"]) for r in rs})
             cap = "/".join(f"{x:g}" for x in caps)
@@ -551,16 +555,13 @@ def render_families(m, t, parts):
     year's results ('unknown' where it did not decide)."""
     body = []
     for label, p in parts:
-        groups = {}
-        for r in rows(p):
-            groups.setdefault(r["benchmark"], []).append(r)
-        for bench, rs in groups.items():
-            model = f"{len({r['model'] for r in rs})}"
+        for bench, rs in benchmark_groups(p).items():
+            models = len({r["model"] for r in rs})
             c = verify_counts(rs)
             theirs = sum(1 for r in rs if r["expected"] in ("sat", "unsat"))
             solved = [float(r["seconds"]) for r in rs if r["got"] in ("sat", "unsat")]
             caps = sorted({num(r["timeout_used"]) for r in rs})
-            body.append([bench, model, c["n"], f"{c['solved']} ({c['sat']} sat)", c["timeout"],
+            body.append([bench, models, c["n"], f"{c['solved']} ({c['sat']} sat)", c["timeout"],
                          c["other"], sum(int(r["wrong"]) for r in rs), theirs,
                          f"{statistics.median(solved):.2f}" if solved else "–",
                          f"{caps[0]:g}" if len(caps) == 1 else f"{caps[0]:g}–{caps[-1]:g}", label])
@@ -571,7 +572,7 @@ def render_families(m, t, parts):
 
 RENDER = {
     "agreement": render_agreement, "alpha": render_alpha, "vs_auto_lirpa": render_vs_auto_lirpa,
-    "verify": render_verify, "verify_general": render_verify, "vs_abcrown": render_vs_abcrown,
+    "verify": render_verify, "vs_abcrown": render_vs_abcrown,
     "vnnlib2": render_vnnlib2, "families": render_families,
     "wide_memory": render_wide_memory,
     "patches_memory": render_patches_memory, "bab_memory": render_bab_memory,
