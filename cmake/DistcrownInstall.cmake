@@ -38,10 +38,12 @@ set(DISTCROWN_PUBLIC_HEADERS
   include/distcrown/io/vnnlib.hpp
   include/distcrown/io/onnx_loader.hpp
   include/distcrown/io/problem.hpp
+  include/distcrown/io/point_model.hpp
   include/distcrown/bab/objective.hpp
   include/distcrown/bab/attack.hpp
   include/distcrown/bab/bab.hpp
   include/distcrown/bab/verifier.hpp
+  include/distcrown/bab/enumeration.hpp
 )
 foreach(header ${DISTCROWN_PUBLIC_HEADERS})
   get_filename_component(dir "${header}" DIRECTORY)

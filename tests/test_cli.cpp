@@ -393,6 +393,38 @@ TEST_F(Cli, VerifyWritesErrorResultWhenTheModelFailsToLoad) {
   EXPECT_EQ(testing::read_file(result), "error\n");
 }
 
+// A model that reads an input only as an integer (y = x0 + float(int64(x1))) cannot be bounded
+// through its Cast; with x0 fixed, verify enumerates x1's integer parts (4 points) instead, and
+// --report says so.
+TEST_F(Cli, VerifyEnumeratesInputsReadAsIntegers) {
+  testing::OnnxBuilder b;
+  b.input("x", {2}).output("y", {1});
+  b.initializer("i0", at::tensor({0}, at::kLong)).initializer("i1", at::tensor({1}, at::kLong));
+  b.node("x0", "Gather", {"x", "i0"}, {"x0"}, {testing::attr_int("axis", 0)});
+  b.node("x1", "Gather", {"x", "i1"}, {"x1"}, {testing::attr_int("axis", 0)});
+  b.node("int", "Cast", {"x1"}, {"n"}, {testing::attr_int("to", io::kOnnxInt64)});
+  b.node("real", "Cast", {"n"}, {"nf"}, {testing::attr_int("to", io::kOnnxFloat)});
+  b.node("sum", "Add", {"x0", "nf"}, {"y"});
+  const fs::path model = write("integer_input.onnx", b.bytes());
+  const std::string header =
+      "(declare-const X_0 Real)\n(declare-const X_1 Real)\n(declare-const Y_0 Real)\n"
+      "(assert (>= X_0 0.25))\n(assert (<= X_0 0.25))\n(assert (>= X_1 0))\n"
+      "(assert (<= X_1 3.9))\n";
+  for (const auto& [threshold, verdict] : {std::pair{"3.5", "unsat"}, std::pair{"3.0", "sat"}}) {
+    const fs::path property =
+        write("integer_input.vnnlib", header + "(assert (>= Y_0 " + threshold + "))\n");
+    const fs::path result = dir_ / "result.txt";
+    const fs::path report = dir_ / "report.json";
+    const CliResult r = run("verify --model " + quote(model) + " --vnnlib " + quote(property) +
+                            " --result " + quote(result) + " --report " + quote(report));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(testing::read_file(result).substr(0, std::string(verdict).size() + 1),
+              std::string(verdict) + "\n");
+    EXPECT_EQ(testing::read_json(report).value("split", ""), "enumeration");
+    EXPECT_NE(r.err.find("enumeration"), std::string::npos) << r.err;
+  }
+}
+
 TEST_F(Cli, VerifyTakesTheResolvedOptions) {
   const fs::path result = dir_ / "result.txt";
   const CliResult r =

@@ -213,6 +213,67 @@ BoundGraph conv1d_graph(Rng& rng) {
   return io::load_onnx_bytes(b.bytes(), "conv1d.onnx");
 }
 
+// Min / Max / Clip through import, lowered through ReLU: x [1, 6] -> Gemm 6->8 (h) and Gemm 6->8
+// (h3) -> `op` -> Gemm 8->4. "Max"/"Min": of h, h3 and a constant [8] (variadic, both kinds of
+// operand); "MinConstant": of h and a constant; "Clip": opset 13 with min and max inputs;
+// "ClipAttributes": opset 9, min and max attributes; "ClipMinOnly": opset 13, max absent.
+BoundGraph min_max_graph(Rng& rng, const std::string& variant) {
+  testing::OnnxBuilder b;
+  if (variant == "ClipAttributes") b.model().opset = 9;
+  b.input("x", {1, 6}).output("y", {1, 4});
+  b.initializer("W1", rng.normal({8, 6}, 0.5)).initializer("b1", rng.normal({8}, 0.3));
+  b.initializer("W3", rng.normal({8, 6}, 0.5)).initializer("b3", rng.normal({8}, 0.3));
+  b.initializer("c", rng.normal({8}, 0.5));
+  b.initializer("lo", at::tensor(-0.3f)).initializer("hi", at::tensor(0.4f));
+  b.initializer("W2", rng.normal({4, 8}, 0.4)).initializer("b2", rng.normal({4}, 0.3));
+  b.node("fc1", "Gemm", {"x", "W1", "b1"}, {"h"}, {testing::attr_int("transB", 1)});
+  b.node("fc3", "Gemm", {"x", "W3", "b3"}, {"h3"}, {testing::attr_int("transB", 1)});
+  if (variant == "Max" || variant == "Min") {
+    b.node("pick", variant, {"h", "h3", "c"}, {"m"});
+  } else if (variant == "MinConstant") {
+    b.node("pick", "Min", {"c", "h"}, {"m"});
+  } else if (variant == "Clip") {
+    b.node("pick", "Clip", {"h", "lo", "hi"}, {"m"});
+  } else if (variant == "ClipMinOnly") {
+    b.node("pick", "Clip", {"h", "lo"}, {"m"});
+  } else {
+    b.node("pick", "Clip", {"h"}, {"m"},
+           {testing::attr_float("min", -0.3), testing::attr_float("max", 0.4)});
+  }
+  b.node("fc2", "Gemm", {"m", "W2", "b2"}, {"y"}, {testing::attr_int("transB", 1)});
+  return io::load_onnx_bytes(b.bytes(), "min_max.onnx");
+}
+
+// ScatterND of a bounded tensor with constant indices and updates (a masked copy), mixed once
+// (exact IBP): x [1, 6] -> ScatterND(indices [[0, 2], [0, 5]], updates [2]) -> Gemm 6->3.
+BoundGraph scatter_graph(Rng& rng, const std::string& reduction) {
+  testing::OnnxBuilder b;
+  b.model().opset = 16;
+  b.input("x", {1, 6}).output("y", {1, 3});
+  b.initializer("idx", at::tensor({0, 2, 0, 5}, at::kLong).reshape({2, 2}));
+  b.initializer("upd", rng.normal({2}, 0.5));
+  b.initializer("W2", rng.normal({3, 6}, 0.4));
+  b.node("scatter", "ScatterND", {"x", "idx", "upd"}, {"s"},
+         {testing::attr_string("reduction", reduction)});
+  b.node("fc2", "Gemm", {"s", "W2"}, {"y"}, {testing::attr_int("transB", 1)});
+  return io::load_onnx_bytes(b.bytes(), "scatter.onnx");
+}
+
+// A grouped Conv (bounded as the block-diagonal dense one), mixed once: x [1, 4, 5, 5] -> Conv
+// group 2, 3x3, pad 1, 4 -> 6 channels -> Flatten [1, 150]; `depthwise`: group 4, 4 -> 4.
+BoundGraph grouped_conv_graph(Rng& rng, bool depthwise) {
+  testing::OnnxBuilder b;
+  const int64_t groups = depthwise ? 4 : 2;
+  const int64_t out = depthwise ? 4 : 6;
+  b.input("x", {1, 4, 5, 5}).output("y", {1, out * 25});
+  b.initializer("w", rng.normal({out, 4 / groups, 3, 3}, 0.4));
+  b.initializer("b", rng.normal({out}, 0.3));
+  b.node("conv", "Conv", {"x", "w", "b"}, {"c"},
+         {testing::attr_int("group", groups), testing::attr_ints("pads", {1, 1, 1, 1})});
+  b.node("flat", "Flatten", {"c"}, {"y"});
+  return io::load_onnx_bytes(b.bytes(), "grouped_conv.onnx");
+}
+
 // Split through ONNX import (its bounded lowering is one Slice per output):
 // x [1, 2, 6] -> Split axis 2 into [2, 4] -> MatMul [2, 3] and MatMul [4, 3] -> Add -> [1, 2, 3].
 BoundGraph split_graph(Rng& rng) {
@@ -442,6 +503,16 @@ const std::vector<OpCase>& op_cases() {
       {"MulConstantBroadcastsInput", [](Rng& r) { return broadcast_constant_graph(r, "Mul"); }},
       {"DivConstantBroadcastsInput", [](Rng& r) { return broadcast_constant_graph(r, "Div"); }},
       {"ExpandBounded", [](Rng& r) { return broadcast_constant_graph(r, "Expand"); }},
+      {"Max", [](Rng& r) { return min_max_graph(r, "Max"); }},
+      {"Min", [](Rng& r) { return min_max_graph(r, "Min"); }},
+      {"MinConstant", [](Rng& r) { return min_max_graph(r, "MinConstant"); }},
+      {"Clip", [](Rng& r) { return min_max_graph(r, "Clip"); }},
+      {"ClipMinOnly", [](Rng& r) { return min_max_graph(r, "ClipMinOnly"); }},
+      {"ClipAttributes", [](Rng& r) { return min_max_graph(r, "ClipAttributes"); }},
+      {"ScatterNDBounded", [](Rng& r) { return scatter_graph(r, "none"); }},
+      {"ScatterNDAddBounded", [](Rng& r) { return scatter_graph(r, "add"); }},
+      {"ConvGrouped", [](Rng& r) { return grouped_conv_graph(r, false); }},
+      {"ConvDepthwise", [](Rng& r) { return grouped_conv_graph(r, true); }},
       {"WhereVariableAndConstant", [](Rng& r) { return where_graph(r, false); }},
       {"WhereTwoVariables", [](Rng& r) { return where_graph(r, true); }},
       {"LeakyRelu",
@@ -931,6 +1002,12 @@ TEST(OpHarnessCases, AffineCasesHaveExactIbp) {
                                                "MulConstantBroadcastsInput",
                                                "DivConstantBroadcastsInput",
                                                "ExpandBounded",
+                                               "Max",
+                                               "Min",
+                                               "MinConstant",
+                                               "Clip",
+                                               "ClipMinOnly",
+                                               "ClipAttributes",
                                                "WhereVariableAndConstant",
                                                "WhereTwoVariables",
                                                "LeakyReluDefaultAlpha",

@@ -552,5 +552,82 @@ TEST_F(ShapeOps, BatchAxisAndVariablePositionsAreRefused) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Min, Max, Clip (lowered through ReLU on bounded tensors), ArgMax and ScatterND (folded), and
+// grouped Conv (bounded as a block-diagonal dense one).
+
+TEST_F(ShapeOps, MinMaxClipLowerToTheirOwnFunctions) {
+  // y = Clip(Max(x, c, 2x) - Min(x, 0.1), -0.5, 0.7) for x [1, 2, 3], c [3] (broadcast).
+  const at::Tensor c = at::tensor({-0.2F, 0.0F, 0.3F});
+  OnnxBuilder b;
+  b.model().opset = 13;
+  b.input("x", {1, 2, 3}).output("y", {1, 2, 3});
+  b.initializer("c", c).initializer("two", at::tensor({2.0F}));
+  b.initializer("tenth", at::tensor(0.1F)).initializer("lo", at::tensor(-0.5F));
+  b.initializer("hi", at::tensor(0.7F));
+  b.node("twice", "Mul", {"x", "two"}, {"x2"});
+  b.node("max", "Max", {"x", "c", "x2"}, {"m"});
+  b.node("min", "Min", {"x", "tenth"}, {"n"});
+  b.node("diff", "Sub", {"m", "n"}, {"d"});
+  b.node("clip", "Clip", {"d", "lo", "hi"}, {"y"});
+  expect_forward_matches(b, {1, 2, 3}, {1, 2, 3}, [&](const at::Tensor& x) {
+    const at::Tensor m = at::maximum(at::maximum(x, c), 2 * x);
+    return at::clamp(m - at::minimum(x, at::tensor(0.1F)), -0.5, 0.7);
+  });
+}
+
+TEST_F(ShapeOps, ArgMaxAndScatterNDFoldOnConstants) {
+  // k = ArgMax(s, axis 1, keepdims 0) = [2, 0] (ties: the first; with select_last_index, the
+  // last: [2, 3]); p = ScatterND(zeros [2, 4], [[0, 1], [1, k0]], [5, 7]);
+  // y = x [1, 2, 4] + p, then Gather(y, k, axis 2).
+  const at::Tensor s = at::tensor({1.0F, 2.0F, 3.0F, 0.0F, 4.0F, 1.0F, 1.0F, 4.0F}).reshape({2, 4});
+  for (const bool last : {false, true}) {
+    OnnxBuilder b;
+    b.model().opset = 13;
+    b.input("x", {1, 2, 4}).output("y", {1, 2, 2});
+    b.initializer("s", s).initializer("zeros", at::zeros({2, 4}, at::kFloat));
+    b.initializer("upd", at::tensor({5.0F, 7.0F}));
+    b.initializer("rows", int64s({0, 1}).reshape({2, 1}));
+    b.node("argmax", "ArgMax", {"s"}, {"k"},
+           {attr_int("axis", 1), attr_int("keepdims", 0), attr_int("select_last_index", last)});
+    b.node("col", "Unsqueeze", {"k", "axis1"}, {"kc"});
+    b.initializer("axis1", int64s({1}));
+    b.node("pos", "Concat", {"rows", "kc"}, {"idx"}, {attr_int("axis", 1)});
+    b.node("scatter", "ScatterND", {"zeros", "idx", "upd"}, {"p"});
+    b.node("add", "Add", {"x", "p"}, {"xp"});
+    b.node("gather", "Gather", {"xp", "k"}, {"y"}, {attr_int("axis", 2)});
+    const std::vector<int64_t> k = last ? std::vector<int64_t>{2, 3} : std::vector<int64_t>{2, 0};
+    expect_forward_matches(b, {1, 2, 4}, {1, 2, 2}, [&](const at::Tensor& x) {
+      at::Tensor p = at::zeros({2, 4}, at::kFloat);
+      p[0][k[0]] = 5.0F;
+      p[1][k[1]] = 7.0F;
+      return (x + p).index_select(2, int64s(k));
+    });
+  }
+}
+
+TEST_F(ShapeOps, ArgMaxOfABoundedTensorIsRefused) {
+  OnnxBuilder b;
+  b.input("x", {1, 4}).output("y", {1});
+  b.node("argmax", "ArgMax", {"x"}, {"y"}, {attr_int("axis", 1), attr_int("keepdims", 0)});
+  expect_contains(load_error(b), "ArgMax of a variable tensor");
+}
+
+TEST_F(ShapeOps, GroupedConvIsTheGroupsConvolution) {
+  for (const int64_t groups : {2, 4}) {
+    const at::Tensor w = randn({4, 4 / groups, 3, 3});
+    const at::Tensor bias = randn({4});
+    OnnxBuilder b;
+    b.input("x", {1, 4, 5, 5}).output("y", {1, 4, 3, 3});
+    b.initializer("w", w).initializer("b", bias);
+    b.node(
+        "conv", "Conv", {"x", "w", "b"}, {"y"},
+        {attr_int("group", groups), attr_ints("strides", {2, 2}), attr_ints("pads", {1, 1, 1, 1})});
+    expect_forward_matches(b, {1, 4, 5, 5}, {1, 4, 3, 3}, [&](const at::Tensor& x) {
+      return at::conv2d(x, w, bias, {2, 2}, {1, 1}, {1, 1}, groups);
+    });
+  }
+}
+
 }  // namespace
 }  // namespace distcrown

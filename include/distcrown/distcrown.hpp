@@ -3,6 +3,7 @@
 // CROWN, α-CROWN), shard it (FSDP, tensor parallel), decide the property (verify). Link
 // distcrown::distcrown; the MPI and NCCL communicators are distcrown/collective/mpi.hpp in
 // distcrown::mpi. examples/bound_model.cpp and examples/verify_property.cpp show the two jobs.
+#include "distcrown/bab/enumeration.hpp"
 #include "distcrown/bab/verifier.hpp"
 #include "distcrown/bounds/interval.hpp"
 #include "distcrown/bounds/patches.hpp"
@@ -11,6 +12,7 @@
 #include "distcrown/collective/communicator.hpp"
 #include "distcrown/graph/bound_graph.hpp"
 #include "distcrown/io/onnx_loader.hpp"
+#include "distcrown/io/point_model.hpp"
 #include "distcrown/io/problem.hpp"
 #include "distcrown/io/vnnlib.hpp"
 #include "distcrown/methods/alpha_crown.hpp"

@@ -20,18 +20,26 @@ std::string read_file(const std::string& path) {
 
 }  // namespace
 
-ProblemInput load_problem_input(const std::string& model, const std::string& vnnlib) {
+ProblemFiles read_problem_files(const std::string& model, const std::string& vnnlib) {
   if (model.empty() != vnnlib.empty()) {
     throw InvalidArgument("give both --model and --vnnlib, or neither for the embedded default");
   }
   const bool embedded = model.empty();
+  ProblemFiles f;
+  f.model_bytes = embedded ? embedded_model_bytes() : read_file(model);
+  f.model_name = embedded ? kEmbeddedModelName : model;
+  f.property_text = embedded ? embedded_property_text() : read_file(vnnlib);
+  f.property_name = embedded ? kEmbeddedPropertyName : vnnlib;
+  return f;
+}
+
+ProblemInput load_problem_input(const std::string& model, const std::string& vnnlib) {
+  ProblemFiles f = read_problem_files(model, vnnlib);
   ProblemInput in;
-  in.model_bytes = embedded ? embedded_model_bytes() : read_file(model);
-  in.property_text = embedded ? embedded_property_text() : read_file(vnnlib);
-  const std::string model_name = embedded ? kEmbeddedModelName : model;
-  in.problem = io::problem_of(
-      [&] { return io::load_onnx_bytes(in.model_bytes, model_name); },
-      io::parse_vnnlib_string(in.property_text, embedded ? kEmbeddedPropertyName : vnnlib));
+  in.problem = io::problem_of([&] { return io::load_onnx_bytes(f.model_bytes, f.model_name); },
+                              io::parse_vnnlib_string(f.property_text, f.property_name));
+  in.model_bytes = std::move(f.model_bytes);
+  in.property_text = std::move(f.property_text);
   return in;
 }
 

@@ -13,6 +13,13 @@ struct ProblemInput {
   std::string property_text;
 };
 
+/// The files of a problem (or the embedded default pair when both paths are empty), unparsed.
+struct ProblemFiles {
+  std::string model_bytes, model_name;
+  std::string property_text, property_name;
+};
+ProblemFiles read_problem_files(const std::string& model, const std::string& vnnlib);
+
 /// Loads and checks (io::check_fits) the pair; both paths empty = the embedded default.
 ProblemInput load_problem_input(const std::string& model, const std::string& vnnlib);
 

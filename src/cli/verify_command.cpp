@@ -31,9 +31,11 @@
 #include "cli/problem_input.hpp"
 #include "cli/run_setup.hpp"
 #include "cli/world.hpp"
+#include "distcrown/bab/enumeration.hpp"
 #include "distcrown/bab/verifier.hpp"
 #include "distcrown/collective/agreement.hpp"
 #include "distcrown/collective/mpi.hpp"
+#include "distcrown/io/point_model.hpp"
 #include "distcrown/sharding/partitioner.hpp"
 #include "distcrown/sharding/sharded_param.hpp"
 #include "distcrown/util/deadline.hpp"
@@ -278,6 +280,41 @@ class Watchdog {
   std::thread thread_;  // last: starts once the members above exist
 };
 
+// Claims the answer from the watchdog (or waits for its signal to end the process), then the
+// speaker prints the summary line and writes the result and --report.
+void answer(const RunOptions& a, const Deadline& deadline, std::optional<Watchdog>& watchdog,
+            bool speaker, const bab::VerifyResult& r, const io::VnnlibProperty& property,
+            const nlohmann::json& facts) {
+  if (watchdog && !watchdog->claim()) {
+    for (;;) ::pause();  // the watchdog has answered; its signal ends the process
+  }
+  watchdog.reset();
+  if (!speaker) return;
+  std::fprintf(stderr, "verify: %s in %.2f s (%s; %lld domains bounded; peak memory %.0f MB)\n",
+               bab::to_string(r.verdict).c_str(), r.seconds, r.detail.c_str(),
+               static_cast<long long>(r.domains_bounded), double(peak_resident_bytes()) / 1e6);
+  write_result(a.result, bab::format_result(r, property));
+  if (!a.report.empty()) {
+    write_report(a.report, bab::to_string(r.verdict), deadline.elapsed(), facts);
+  }
+}
+
+// One process, a property whose free inputs the model reads only as integers: decided by
+// enumeration (bab/enumeration.hpp) before any graph is built, since such models (inputs used
+// as positions) often cannot be lowered for bounds at all. Empty when it does not apply.
+std::optional<std::pair<bab::VerifyResult, io::VnnlibProperty>> enumerated(const RunOptions& a,
+                                                                           const Deadline& d) {
+  const ProblemFiles files = read_problem_files(a.model, a.vnnlib);
+  io::VnnlibProperty property = io::parse_vnnlib_string(files.property_text, files.property_name);
+  if (!bab::may_enumerate(property)) return std::nullopt;
+  const io::PointModel model(files.model_bytes, files.model_name);
+  if (!bab::enumeration_refusal(model, property).empty()) return std::nullopt;
+  const auto start = std::chrono::steady_clock::now();
+  bab::VerifyResult r = bab::decide_by_enumeration(model, property, d);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return std::make_pair(std::move(r), std::move(property));
+}
+
 // Seconds before --timeout at which the phases stop: what is left goes to unwinding the phase
 // (freeing its tensors and autograd graph), writing the answer and ending the process, which took
 // 0.1-0.3 s on this 2-core VM under load with a 1.3 GB process.
@@ -305,6 +342,13 @@ int run_verify(const RunOptions& a) {
   // Every option that the layout refuses is refused here, on every rank, before anything is
   // sharded (bab::verify_refusal: each refusal written once; verify() asks it again).
   o.bab.spec_parallel = a.spec_parallel;
+  if (world->size() == 1) {
+    if (auto e = enumerated(a, deadline)) {
+      answer(a, deadline, watchdog, speaker, e->first, e->second, {{"split", "enumeration"}});
+      end_after_answer();
+      return 0;
+    }
+  }
   ProblemInput in = load_agreed(a, *world, [&](const ProblemInput& loaded) {
     const bab::RunLayout layout{world->size(), a.domain_groups,
                                 sharding::is_tensor_parallel(a.shard)};
@@ -361,19 +405,7 @@ int run_verify(const RunOptions& a) {
                                    param_bytes);  // collective
   facts["split"] = inputs_split ? "input" : "relu";
   facts["intermediate"] = std::string(enum_name(o.bab.bound.scheme));
-  if (watchdog && !watchdog->claim()) {
-    for (;;) ::pause();  // the watchdog has answered; its signal ends the process
-  }
-  watchdog.reset();
-  if (speaker) {
-    std::fprintf(stderr, "verify: %s in %.2f s (%s; %lld domains bounded; peak memory %.0f MB)\n",
-                 bab::to_string(r.verdict).c_str(), r.seconds, r.detail.c_str(),
-                 static_cast<long long>(r.domains_bounded), double(peak_resident_bytes()) / 1e6);
-    write_result(a.result, bab::format_result(r, in.problem.property));
-    if (!a.report.empty()) {
-      write_report(a.report, bab::to_string(r.verdict), deadline.elapsed(), facts);
-    }
-  }
+  answer(a, deadline, watchdog, speaker, r, in.problem.property, facts);
   if (world->backend() != "local") {
     world->barrier();  // no rank leaves (ending MPI) while another still writes
     return 0;          // MPI is finalised on the way out (mpirun counts _Exit as a failure)

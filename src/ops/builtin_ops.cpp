@@ -29,6 +29,8 @@ namespace distcrown::ops {
   FAMILY(concat)         /* Concat, Split */                                          \
   FAMILY(slice)          /* Slice, Gather */                                          \
   FAMILY(reduce)         /* ReduceSum, ReduceMean */                                  \
+  FAMILY(min_max)        /* Min, Max, Clip */                                         \
+  FAMILY(indices)        /* ArgMax, ArgMin, ScatterND */                              \
   FAMILY(softmax)        /* Softmax */                                                \
   FAMILY(constant)       /* Constant, Identity, Dropout, Cast, ConstantOfShape, ... */
 

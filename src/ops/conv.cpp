@@ -116,9 +116,35 @@ class BoundConv2d final : public AffineOp {
 
 // 1-D convolution (pensieve's): x [B, C, L] as [B, C, 1, L] through the 2-D one with the kernel
 // [C_out, C_in, 1, k], and back.
+// Conv's `group` attribute, checked against the weight [C_out, C_in / group, *kernel]: C_out
+// divisible by it.
+int64_t conv_groups(const LoweringContext& ctx, const at::Tensor& w) {
+  const int64_t g = ctx.attrs.get_int("group", 1);
+  if (g < 1 || w.size(0) % g != 0) ctx.fail("group must be positive and divide C_out");
+  return g;
+}
+
+// A grouped convolution's weight [C_out, C_in / g, *kernel] as the dense one [C_out, C_in,
+// *kernel] of the same map: block-diagonal, output group i reading only input group i. Bounds
+// then go through the ordinary convolution (CROWN, patches, sharding) at g times its arithmetic.
+at::Tensor dense_group_weight(const at::Tensor& w, int64_t g) {
+  if (g == 1) return w;
+  const int64_t out_per_group = w.size(0) / g;
+  const int64_t in_per_group = w.size(1);
+  std::vector<int64_t> shape = w.sizes().vec();
+  shape[1] = in_per_group * g;
+  at::Tensor dense = at::zeros(shape, w.options());
+  for (int64_t i = 0; i < g; ++i) {
+    dense.narrow(0, i * out_per_group, out_per_group)
+        .narrow(1, i * in_per_group, in_per_group)
+        .copy_(w.narrow(0, i * out_per_group, out_per_group));
+  }
+  return dense;
+}
+
 Value lower_conv1d(LoweringContext& ctx) {
-  const at::Tensor& w = ctx.constant(1);
-  if (ctx.attrs.get_int("group", 1) != 1) ctx.unsupported("Conv with group != 1");
+  const at::Tensor& w_grouped = ctx.constant(1);
+  const int64_t groups = conv_groups(ctx, w_grouped);
   const std::string pad_mode = ctx.attrs.get_string("auto_pad", "NOTSET");
   if (pad_mode != "NOTSET") ctx.unsupported("Conv with auto_pad=" + pad_mode);
   const auto strides = ctx.attrs.get_ints("strides", {1});
@@ -130,12 +156,13 @@ Value lower_conv1d(LoweringContext& ctx) {
   if (pads[0] != pads[1]) ctx.unsupported("asymmetric Conv padding");
   const Conv2dOptions o{{1, strides[0]}, {0, pads[0]}, {1, dil[0]}};
   ParamPtr bias = ctx.has_input(2) ? ctx.param(ctx.constant(2)) : nullptr;
-  if (bias && bias->numel() != w.size(0)) ctx.fail("Conv bias size does not match C_out");
-  const at::Tensor w2 = w.unsqueeze(2);
+  if (bias && bias->numel() != w_grouped.size(0)) ctx.fail("Conv bias size does not match C_out");
   if (ctx.all_constant()) {
-    return Value::of_constant(at::conv1d(ctx.constant(0), w, bias ? bias->get() : at::Tensor(),
-                                         strides[0], pads[0], dil[0], 1));
+    return Value::of_constant(at::conv1d(ctx.constant(0), w_grouped,
+                                         bias ? bias->get() : at::Tensor(), strides[0], pads[0],
+                                         dil[0], groups));
   }
+  const at::Tensor w2 = dense_group_weight(w_grouped, groups).unsqueeze(2);
   const int x = ctx.bounded(0);
   const auto& in = ctx.builder.shape(x);  // [1, C, L]
   if (in.size() != 3) ctx.fail("a 1-D Conv expects an input [batch, C, L]");
@@ -149,7 +176,7 @@ Value lower_conv(LoweringContext& ctx) {
   const at::Tensor& w = ctx.constant(1);
   if (w.dim() == 3) return lower_conv1d(ctx);
   if (w.dim() != 4) ctx.unsupported("Conv with a " + std::to_string(w.dim() - 2) + "-D kernel");
-  if (ctx.attrs.get_int("group", 1) != 1) ctx.unsupported("Conv with group != 1");
+  const int64_t groups = conv_groups(ctx, w);
   const std::string pad_mode = ctx.attrs.get_string("auto_pad", "NOTSET");
   if (pad_mode != "NOTSET") ctx.unsupported("Conv with auto_pad=" + pad_mode);
   Conv2dOptions o;
@@ -167,9 +194,9 @@ Value lower_conv(LoweringContext& ctx) {
   if (bias && bias->numel() != w.size(0)) ctx.fail("Conv bias size does not match C_out");
   if (ctx.all_constant()) {
     return Value::of_constant(at::conv2d(ctx.constant(0), w, bias ? bias->get() : at::Tensor(),
-                                         o.stride, o.padding, o.dilation, 1));
+                                         o.stride, o.padding, o.dilation, groups));
   }
-  return ctx.emit(make_conv2d(ctx.param(w), bias, o), {ctx.bounded(0)});
+  return ctx.emit(make_conv2d(ctx.param(dense_group_weight(w, groups)), bias, o), {ctx.bounded(0)});
 }
 
 }  // namespace
