@@ -33,11 +33,13 @@ ProblemFiles read_problem_files(const std::string& model, const std::string& vnn
   return f;
 }
 
-ProblemInput load_problem_input(const std::string& model, const std::string& vnnlib) {
+ProblemInput load_problem_input(const std::string& model, const std::string& vnnlib,
+                                std::optional<io::VnnlibProperty> parsed) {
   ProblemFiles f = read_problem_files(model, vnnlib);
   ProblemInput in;
-  in.problem = io::problem_of([&] { return io::load_onnx_bytes(f.model_bytes, f.model_name); },
-                              io::parse_vnnlib_string(f.property_text, f.property_name));
+  in.problem = io::problem_of(
+      [&] { return io::load_onnx_bytes(f.model_bytes, f.model_name); },
+      parsed ? std::move(*parsed) : io::parse_vnnlib_string(f.property_text, f.property_name));
   in.model_bytes = std::move(f.model_bytes);
   in.property_text = std::move(f.property_text);
   return in;

@@ -1,6 +1,7 @@
 #pragma once
 // The model and property a command works on: the files given, or the embedded default pair when
 // neither is given. Keeps the raw bytes for fingerprints.
+#include <optional>
 #include <string>
 
 #include "distcrown/io/problem.hpp"
@@ -21,6 +22,8 @@ struct ProblemFiles {
 ProblemFiles read_problem_files(const std::string& model, const std::string& vnnlib);
 
 /// Loads and checks (io::check_fits) the pair; both paths empty = the embedded default.
-ProblemInput load_problem_input(const std::string& model, const std::string& vnnlib);
+/// `parsed`: the property file, already parsed.
+ProblemInput load_problem_input(const std::string& model, const std::string& vnnlib,
+                                std::optional<io::VnnlibProperty> parsed = std::nullopt);
 
 }  // namespace distcrown::cli

@@ -15,10 +15,11 @@ std::string run_fingerprint(const RunOptions& a, const ProblemInput& in) {
 }
 
 ProblemInput load_agreed(const RunOptions& a, collective::Communicator& world,
-                         const std::function<void(const ProblemInput&)>& check) {
+                         const std::function<void(const ProblemInput&)>& check,
+                         std::optional<io::VnnlibProperty> parsed) {
   std::optional<ProblemInput> loaded;
   collective::run_agreed(world, [&] {
-    loaded.emplace(load_problem_input(a.model, a.vnnlib));
+    loaded.emplace(load_problem_input(a.model, a.vnnlib, std::move(parsed)));
     if (check) check(*loaded);
   });
   collective::check_same_inputs(world, run_fingerprint(a, *loaded));

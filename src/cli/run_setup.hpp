@@ -6,6 +6,7 @@
 // --device. `bounds` shards over the world, `verify` over each domain group.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "cli/options.hpp"
@@ -20,9 +21,10 @@ std::string run_fingerprint(const RunOptions& a, const ProblemInput& in);
 
 /// Loads the problem on every rank and runs `check` on it (a refusal of the options, a deadline
 /// passed while loading), agreed over `world` (collective::run_agreed); then compares the ranks'
-/// run_fingerprint (collective::check_same_inputs).
+/// run_fingerprint (collective::check_same_inputs). `parsed`: the property, when already parsed.
 ProblemInput load_agreed(const RunOptions& a, collective::Communicator& world,
-                         const std::function<void(const ProblemInput&)>& check);
+                         const std::function<void(const ProblemInput&)>& check,
+                         std::optional<io::VnnlibProperty> parsed = std::nullopt);
 
 /// What placing the problem did on this rank.
 struct Placement {

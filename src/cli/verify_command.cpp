@@ -302,17 +302,15 @@ void answer(const RunOptions& a, const Deadline& deadline, std::optional<Watchdo
 // One process, a property whose free inputs the model reads only as integers: decided by
 // enumeration (bab/enumeration.hpp) before any graph is built, since such models (inputs used
 // as positions) often cannot be lowered for bounds at all. Empty when it does not apply.
-std::optional<std::pair<bab::VerifyResult, io::VnnlibProperty>> enumerated(const RunOptions& a,
-                                                                           const Deadline& d) {
-  const ProblemFiles files = read_problem_files(a.model, a.vnnlib);
-  io::VnnlibProperty property = io::parse_vnnlib_string(files.property_text, files.property_name);
+std::optional<bab::VerifyResult> enumerated(const ProblemFiles& files,
+                                            const io::VnnlibProperty& property, const Deadline& d) {
   if (!bab::may_enumerate(property)) return std::nullopt;
   const io::PointModel model(files.model_bytes, files.model_name);
   if (!bab::enumeration_refusal(model, property).empty()) return std::nullopt;
   const auto start = std::chrono::steady_clock::now();
   bab::VerifyResult r = bab::decide_by_enumeration(model, property, d);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return std::make_pair(std::move(r), std::move(property));
+  return r;
 }
 
 // Seconds before --timeout at which the phases stop: what is left goes to unwinding the phase
@@ -342,22 +340,28 @@ int run_verify(const RunOptions& a) {
   // Every option that the layout refuses is refused here, on every rank, before anything is
   // sharded (bab::verify_refusal: each refusal written once; verify() asks it again).
   o.bab.spec_parallel = a.spec_parallel;
+  std::optional<io::VnnlibProperty> property;  // parsed once, for enumeration and the load
   if (world->size() == 1) {
-    if (auto e = enumerated(a, deadline)) {
-      answer(a, deadline, watchdog, speaker, e->first, e->second, {{"split", "enumeration"}});
+    const ProblemFiles files = read_problem_files(a.model, a.vnnlib);
+    property = io::parse_vnnlib_string(files.property_text, files.property_name);
+    if (auto r = enumerated(files, *property, deadline)) {
+      answer(a, deadline, watchdog, speaker, *r, *property, {{"split", "enumeration"}});
       end_after_answer();
       return 0;
     }
   }
-  ProblemInput in = load_agreed(a, *world, [&](const ProblemInput& loaded) {
-    const bab::RunLayout layout{world->size(), a.domain_groups,
-                                sharding::is_tensor_parallel(a.shard)};
-    if (std::string why =
-            bab::verify_refusal(o, layout, loaded.problem.graph, loaded.problem.property);
-        !why.empty()) {
-      throw InvalidArgument("verify: " + why);
-    }
-  });
+  ProblemInput in = load_agreed(
+      a, *world,
+      [&](const ProblemInput& loaded) {
+        const bab::RunLayout layout{world->size(), a.domain_groups,
+                                    sharding::is_tensor_parallel(a.shard)};
+        if (std::string why =
+                bab::verify_refusal(o, layout, loaded.problem.graph, loaded.problem.property);
+            !why.empty()) {
+          throw InvalidArgument("verify: " + why);
+        }
+      },
+      std::move(property));
   const int group_size = world->size() / a.domain_groups;
   // One group is the world; a group of one rank needs no communication (and NCCL cannot split).
   collective::CommPtr group = world;
