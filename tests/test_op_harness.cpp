@@ -244,6 +244,22 @@ BoundGraph min_max_graph(Rng& rng, const std::string& variant) {
   return io::load_onnx_bytes(b.bytes(), "min_max.onnx");
 }
 
+// MatMul by a 1-D constant (ml4acopf_2024's piecewise-linear Sigmoid): x [1, 6] -> Gemm 6->8 ->
+// Reshape [1, 2, 4] -> Relu -> MatMul v [4] -> [1, 2] -> Gemm 2->3.
+BoundGraph matmul_vector_graph(Rng& rng) {
+  testing::OnnxBuilder b;
+  b.input("x", {1, 6}).output("y", {1, 3});
+  b.initializer("W1", rng.normal({8, 6}, 0.5)).initializer("b1", rng.normal({8}, 0.3));
+  b.initializer("shape", at::tensor({1, 2, 4}, at::kLong)).initializer("v", rng.normal({4}, 0.5));
+  b.initializer("W2", rng.normal({3, 2}, 0.4));
+  b.node("fc1", "Gemm", {"x", "W1", "b1"}, {"h"}, {testing::attr_int("transB", 1)});
+  b.node("rows", "Reshape", {"h", "shape"}, {"hr"});
+  b.node("relu", "Relu", {"hr"}, {"r"});
+  b.node("dot", "MatMul", {"r", "v"}, {"d"});
+  b.node("fc2", "Gemm", {"d", "W2"}, {"y"}, {testing::attr_int("transB", 1)});
+  return io::load_onnx_bytes(b.bytes(), "matmul_vector.onnx");
+}
+
 // ScatterND of a bounded tensor with constant indices and updates (a masked copy), mixed once
 // (exact IBP): x [1, 6] -> ScatterND(indices [[0, 2], [0, 5]], updates [2]) -> Gemm 6->3.
 BoundGraph scatter_graph(Rng& rng, const std::string& reduction) {
@@ -509,6 +525,7 @@ const std::vector<OpCase>& op_cases() {
       {"Clip", [](Rng& r) { return min_max_graph(r, "Clip"); }},
       {"ClipMinOnly", [](Rng& r) { return min_max_graph(r, "ClipMinOnly"); }},
       {"ClipAttributes", [](Rng& r) { return min_max_graph(r, "ClipAttributes"); }},
+      {"MatMulByVector", [](Rng& r) { return matmul_vector_graph(r); }},
       {"ScatterNDBounded", [](Rng& r) { return scatter_graph(r, "none"); }},
       {"ScatterNDAddBounded", [](Rng& r) { return scatter_graph(r, "add"); }},
       {"ConvGrouped", [](Rng& r) { return grouped_conv_graph(r, false); }},
@@ -1002,6 +1019,7 @@ TEST(OpHarnessCases, AffineCasesHaveExactIbp) {
                                                "MulConstantBroadcastsInput",
                                                "DivConstantBroadcastsInput",
                                                "ExpandBounded",
+                                               "MatMulByVector",
                                                "Max",
                                                "Min",
                                                "MinConstant",

@@ -98,10 +98,35 @@ Value lower_constant_times_variable(LoweringContext& ctx) {
   return as_onnx_shaped(ctx, ctx.emit(make_transpose(swap), {y}, "/unswap").node, shape);
 }
 
+// x [.., n] · v [n] -> [..]: ONNX promotes v to [n, 1] and drops that 1 again (ml4acopf_2024's
+// piecewise-linear Sigmoid: [1, 24, 54] · [54]). A Linear n -> 1, then a reshape without it.
+Value lower_times_vector(LoweringContext& ctx) {
+  const at::Tensor& v = ctx.constant(1);
+  std::vector<int64_t> shape = sizes_of(ctx, 0);  // the ONNX shape of x
+  if (shape.empty() || shape.back() != v.size(0)) ctx.fail("MatMul operands do not match");
+  shape.pop_back();
+  const bool unbatched = ctx.inputs[0].unbatched;
+  if (!unbatched && shape.size() < 2) {
+    ctx.unsupported(
+        "MatMul of a [batch, n] variable by a 1-D constant (a result of the batch "
+        "dim alone)");
+  }
+  if (unbatched && shape.empty()) ctx.unsupported("MatMul of a 1-D variable by a 1-D constant");
+  const int x = unbatched ? ctx.bounded_unbatched(0) : ctx.bounded(0);
+  const int dot = ctx.emit(make_linear(ctx.param(v.reshape({1, -1})), nullptr), {x}, "/dot").node;
+  // [B, .., 1] -> [B, *ONNX shape] (unbatched), or [B, *ONNX shape[1:]] (batched).
+  if (!unbatched) {
+    return ctx.emit(make_reshape({shape.begin() + 1, shape.end()}), {dot}, "/drop");
+  }
+  const int dropped = ctx.emit(make_reshape(shape), {dot}, "/drop").node;
+  return as_onnx_shaped(ctx, dropped, shape);
+}
+
 Value lower_matmul(LoweringContext& ctx) {
   if (ctx.all_constant()) return Value::of_constant(at::matmul(ctx.constant(0), ctx.constant(1)));
   if (ctx.inputs.size() != 2) ctx.fail("expects 2 inputs");
   if (ctx.inputs[0].is_constant()) return lower_constant_times_variable(ctx);
+  if (ctx.inputs[1].is_constant() && ctx.constant(1).dim() == 1) return lower_times_vector(ctx);
   if (ctx.inputs[0].unbatched && ctx.inputs[1].is_constant()) {
     const at::Tensor& w = ctx.constant(1);  // [in, out]: the last dim, any dims before it
     if (w.dim() != 2) ctx.unsupported("MatMul with a " + std::to_string(w.dim()) + "-D constant");
