@@ -32,13 +32,6 @@ at::Tensor soft_margin(const at::Tensor& y, const std::vector<Objective>& disjun
   return std::get<0>(at::stack(m, 1).min(1));
 }
 
-// Activation elements of one sample over the graph's nodes: the cost of a forward pass.
-int64_t sample_elements(const BoundGraph& g) {
-  int64_t n = 0;
-  for (int i = 0; i < g.size(); ++i) n += g.node_numel(i);
-  return std::max<int64_t>(n, 1);
-}
-
 // Points of the box [lo, hi] ([1, *input_shape]): the first half uniform, the rest vertices
 // (each coordinate at one end at random); [n, *input_shape].
 at::Tensor sample_box(const at::Tensor& lo, const at::Tensor& hi, int64_t n, at::Generator& gen) {
@@ -66,7 +59,7 @@ Sampled best_samples(const BoundGraph& g, const io::VnnlibCase& c,
                      const Checkpoint& until) {
   c10::NoGradGuard no_grad;
   constexpr int64_t kChunkElements = int64_t{1} << 22;
-  const int64_t chunk = std::clamp<int64_t>(kChunkElements / sample_elements(g), 2, n);
+  const int64_t chunk = std::clamp<int64_t>(kChunkElements / g.activation_numel(), 2, n);
   at::Tensor best;
   at::Tensor best_margin;
   for (int64_t done = 0; done < n && !until.deadline.expired(); done += chunk) {
@@ -148,7 +141,7 @@ std::optional<Counterexample> pgd_attack(const AttackOptions& options, const Che
     // `restarts` starts).
     constexpr int64_t kSampleElements = int64_t{1} << 24;
     constexpr int64_t kPgdElements = int64_t{1} << 26;
-    const int64_t elements = sample_elements(g);
+    const int64_t elements = g.activation_numel();
     const int64_t n = options.samples > 0 ? options.samples
                                           : std::clamp<int64_t>(kSampleElements / elements,
                                                                 options.restarts, 16384);

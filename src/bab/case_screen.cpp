@@ -18,10 +18,8 @@ namespace {
 // Boxes per pass: about 2^22 activation elements (16 MiB in float32) over the graph's nodes,
 // at most 4096 boxes.
 int64_t boxes_per_pass(const BoundGraph& g) {
-  int64_t per_box = 0;
-  for (int i = 0; i < g.size(); ++i) per_box += g.node_numel(i);
   constexpr int64_t kElements = int64_t{1} << 22;
-  return std::clamp<int64_t>(kElements / std::max<int64_t>(per_box, 1), 1, 4096);
+  return std::clamp<int64_t>(kElements / g.activation_numel(), 1, 4096);
 }
 
 // A disjunct's rows as indices into the distinct rows, with their thresholds.

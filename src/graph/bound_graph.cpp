@@ -1,5 +1,6 @@
 #include "distcrown/graph/bound_graph.hpp"
 
+#include <algorithm>
 #include <limits>
 #include <numeric>
 
@@ -41,6 +42,12 @@ int64_t BoundGraph::node_numel(int i) const {
   const auto& shape = node(i).shape;
   return numel_of(shape) / shape.front();
 }
+int64_t BoundGraph::activation_numel() const {
+  int64_t n = 0;
+  for (int i = 0; i < size(); ++i) n += node_numel(i);
+  return std::max<int64_t>(n, 1);
+}
+
 int64_t BoundGraph::input_numel() const { return node_numel(0); }
 int64_t BoundGraph::output_numel() const { return node_numel(output_); }
 

@@ -36,6 +36,9 @@ class BoundGraph {
   [[nodiscard]] int64_t output_numel() const;
   /// Elements of node i per batch element (its shape without the batch dim).
   [[nodiscard]] int64_t node_numel(int i) const;
+  /// The elements of every node's value for one input, summed (at least 1): what one forward
+  /// pass of a sample holds, for sizing batches of points or boxes.
+  [[nodiscard]] int64_t activation_numel() const;
   [[nodiscard]] at::ScalarType dtype() const { return dtype_; }
 
   /// True when some consumer of node i relaxes a nonlinearity and so needs bounds on i.
