@@ -101,6 +101,49 @@ def layernorm_case(name, seed, radius, tokens=4, d=8, n_out=4):
     return name, [1, tokens, d], nodes, inits, centre, radius, seed
 
 
+def conv_transpose_case(name, seed, radius, c_in=2, c_out=3, side=4, n_out=4):
+    """x [1, c_in, side, side] -> ConvTranspose 4x4 stride 2 pads 1 -> Relu -> Flatten -> Gemm ->
+    y [1, n_out] (a cGAN generator's upsampling step; auto_LiRPA's BoundConvTranspose takes no
+    output_padding)."""
+    rng = np.random.RandomState(seed)
+    out_side = 2 * side
+    w = f32(rng.randn(c_in, c_out, 4, 4) * 0.3)
+    b = f32(rng.randn(c_out) * 0.2)
+    w2 = f32(rng.randn(n_out, c_out * out_side * out_side) * 0.1)
+    b2 = f32(rng.randn(n_out) * 0.2)
+    centre = f32(rng.randn(1, c_in, side, side))
+    up = {"strides": [2, 2], "pads": [1, 1, 1, 1]}
+    nodes = [
+        {"name": "up", "op": "ConvTranspose", "inputs": ["x", "W", "B"], "outputs": ["u"],
+         "attrs": up},
+        {"name": "act", "op": "Relu", "inputs": ["u"], "outputs": ["a"], "attrs": {}},
+        {"name": "flat", "op": "Flatten", "inputs": ["a"], "outputs": ["f"], "attrs": {}},
+        {"name": "fc", "op": "Gemm", "inputs": ["f", "W2", "b2"], "outputs": ["y"],
+         "attrs": {"transB": 1}},
+    ]
+    inits = {"W": w, "B": b, "W2": w2, "b2": b2}
+    return name, [1, c_in, side, side], nodes, inits, centre, radius, seed
+
+
+def numpy_conv_transpose(x, w, b, attrs):
+    """ONNX ConvTranspose (group 1, dilation 1) in float64: every input pixel scatters its
+    kernel at stride s; the pads are cropped from the full result, output_padding added at the
+    end. x [N, C_in, H, W], w [C_in, C_out, kH, kW]."""
+    s_h, s_w = attrs["strides"]
+    top, left, bottom, right = attrs["pads"]
+    op_h, op_w = attrs.get("output_padding", [0, 0])
+    n, c_in, h, wd = x.shape
+    _, c_out, k_h, k_w = w.shape
+    full = np.zeros((n, c_out, (h - 1) * s_h + k_h + op_h, (wd - 1) * s_w + k_w + op_w))
+    for i in range(h):
+        for j in range(wd):
+            # [N, C_in] x [C_in, C_out, kH, kW] -> [N, C_out, kH, kW] at (i·s, j·s)
+            full[:, :, i * s_h:i * s_h + k_h, j * s_w:j * s_w + k_w] += np.einsum(
+                "nc,cokl->nokl", x[:, :, i, j], w)
+    out = full[:, :, top:full.shape[2] - bottom, left:full.shape[3] - right]
+    return out + b.reshape(1, -1, 1, 1)
+
+
 # Radii: the hidden pre-activations' interval half-widths are about radius * 0.4 * n_in (w_scale
 # 0.5): `small` keeps most Sin/Cos neurons on one monotone half-wave (1 of 16 Sin, 4 of 16 Cos
 # intervals hold an extremum), `medium` puts extrema inside
@@ -120,6 +163,9 @@ CASES = [
     # LeakyRelu (issue 42): distcrown lowers it to alpha*x + (1 - alpha)*Relu(x), auto_LiRPA bounds
     # it as BoundLeakyRelu; CROWN's lines are the same.
     mlp_case("leaky_relu_mlp", "LeakyRelu", seed=1251, radius=0.3, attrs={"alpha": 0.1}),
+    # ConvTranspose (issue 42): auto_LiRPA's BoundConvTranspose; distcrown's CROWN step is the
+    # convolution with the same weight (src/ops/conv_transpose.cpp).
+    conv_transpose_case("conv_transpose_cnn", seed=1261, radius=0.1),
     layernorm_case("layernorm_tokens", seed=1231, radius=0.1),
     layernorm_case("layernorm_tokens_wide", seed=1232, radius=0.25),
 ]
@@ -147,6 +193,10 @@ def numpy_forward(nodes, inits, x):
             out = 0.5 * a[0] * (1.0 + erf(a[0] / math.sqrt(2.0)))
         elif op == "LeakyRelu":
             out = np.where(a[0] > 0, a[0], n["attrs"]["alpha"] * a[0])
+        elif op == "Relu":
+            out = np.maximum(a[0], 0.0)
+        elif op == "ConvTranspose":
+            out = numpy_conv_transpose(a[0], a[1], a[2], n["attrs"])
         elif op == "Sin":
             out = np.sin(a[0])
         elif op == "Cos":
@@ -193,6 +243,14 @@ class DescribedNet(torch.nn.Module):
                 out = self.gelu(a[0])
             elif op == "LeakyRelu":
                 out = F.leaky_relu(a[0], n["attrs"]["alpha"])
+            elif op == "Relu":
+                out = F.relu(a[0])
+            elif op == "ConvTranspose":
+                at = n["attrs"]
+                assert at["pads"][:2] == at["pads"][2:], "symmetric pads only"
+                out = F.conv_transpose2d(a[0], a[1], a[2], stride=at["strides"],
+                                         padding=at["pads"][:2],
+                                         output_padding=at.get("output_padding", [0, 0]))
             elif op == "Sin":
                 out = torch.sin(a[0])
             elif op == "Cos":

@@ -1,4 +1,5 @@
-// Agreement with auto_LiRPA on small networks around GELU, Sin, Cos and LayerNormalization
+// Agreement with auto_LiRPA on small networks around GELU, Sin, Cos, LayerNormalization, LeakyRelu
+// and ConvTranspose
 // (tests/data/op_refs, made by scripts/make_op_refs.py with auto_LiRPA bfb7997; issue 12). Each
 // JSON describes its network in ONNX terms (nodes, float32 initializers); this test builds the
 // same ONNX graph with OnnxBuilder, bounds it with IBP, CROWN and α-CROWN at the references'
@@ -87,8 +88,12 @@ BoundGraph build_network(const nlohmann::json& ref, GeluForm gelu = GeluForm::kO
     if (op == "Gelu") b.model().opset = 20;
     std::vector<io::OnnxAttribute> attrs;
     for (const auto& [key, v] : n["attrs"].items()) {
-      attrs.push_back(v.is_number_integer() ? testing::attr_int(key, v.get<int64_t>())
-                                            : testing::attr_float(key, v.get<float>()));
+      if (v.is_array()) {
+        attrs.push_back(testing::attr_ints(key, v.get<std::vector<int64_t>>()));
+      } else {
+        attrs.push_back(v.is_number_integer() ? testing::attr_int(key, v.get<int64_t>())
+                                              : testing::attr_float(key, v.get<float>()));
+      }
     }
     b.node(name, op, in, out, attrs);
   }
