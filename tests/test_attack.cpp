@@ -167,6 +167,25 @@ TEST(PgdAttack, MovesWithoutAGradientThroughSignLayers) {
   EXPECT_TRUE(inside(cex->x, p.cases[0]));
 }
 
+// Step functions (Sign, Floor, Ceil) keep their values under forward_surrogate and pass the
+// gradient straight through: y = Σ w · Sign(x) has the surrogate gradient w.
+TEST(PgdAttack, StepFunctionsPassTheGradientStraightThrough) {
+  for (const std::string op : {"Sign", "Floor", "Ceil"}) {
+    testing::OnnxBuilder b;
+    b.input("x", {1, 3}).output("y", {1, 1});
+    b.initializer("W", at::tensor({0.5F, -2.0F, 1.5F}).reshape({1, 3}));
+    b.node("step", op, {"x"}, {"s"});
+    b.node("fc", "Gemm", {"s", "W"}, {"y"}, {testing::attr_int("transB", 1)});
+    const BoundGraph g = io::load_onnx_bytes(b.bytes(), "step.onnx");
+    EXPECT_TRUE(g.has_surrogate_gradients()) << op;
+    const at::Tensor x = at::tensor({0.3F, -1.7F, 2.2F}).reshape({1, 3}).requires_grad_(true);
+    const at::Tensor y = g.forward_surrogate(x);
+    EXPECT_TRUE(at::equal(y.detach(), g.forward(x.detach()))) << op;
+    y.sum().backward();
+    EXPECT_TRUE(at::equal(x.grad(), at::tensor({0.5F, -2.0F, 1.5F}).reshape({1, 3}))) << op;
+  }
+}
+
 // Sampling before PGD (AttackOptions::samples): vertices of the box reach a region no gradient
 // leads to. y = Σ Sign(x_i − 0.9) over x ∈ [-1, 1]^8 is 8 only where every x_i > 0.9 (a
 // 4e-11 share of the box, a 1/256 share of its vertices): unsafe y >= 7.5. PGD from the centre

@@ -425,6 +425,41 @@ TEST_F(Cli, VerifyEnumeratesInputsReadAsIntegers) {
   }
 }
 
+// A model ending in Softmax with a property comparing two outputs is verified on its logits
+// (--report: output_softmax_peeled); the counterexample's outputs are the model's, softmax
+// values that sum to 1 and satisfy the property.
+TEST_F(Cli, VerifyLeavesOutAnOutputSoftmaxForComparisons) {
+  testing::OnnxBuilder b;
+  b.input("x", {1, 2}).output("y", {1, 3});
+  b.initializer("W", at::tensor({1.0F, 0.0F, 0.0F, 1.0F, 1.0F, 1.0F}).reshape({3, 2}));
+  b.node("fc", "Gemm", {"x", "W"}, {"z"}, {testing::attr_int("transB", 1)});
+  b.node("soft", "Softmax", {"z"}, {"y"}, {testing::attr_int("axis", 1)});
+  const fs::path model = write("soft.onnx", b.bytes());
+  const fs::path property =
+      write("soft.vnnlib",
+            "(declare-const X_0 Real)\n(declare-const X_1 Real)\n(declare-const Y_0 Real)\n"
+            "(declare-const Y_1 Real)\n(declare-const Y_2 Real)\n(assert (>= X_0 0))\n"
+            "(assert (<= X_0 1))\n(assert (>= X_1 -1))\n(assert (<= X_1 0))\n"
+            "(assert (>= Y_1 Y_0))\n");
+  const fs::path result = dir_ / "result.txt";
+  const fs::path report = dir_ / "report.json";
+  const CliResult r = run("verify --model " + quote(model) + " --vnnlib " + quote(property) +
+                          " --result " + quote(result) + " --report " + quote(report));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(testing::read_json(report).value("output_softmax_peeled", false));
+  const std::string text = testing::read_file(result);
+  ASSERT_EQ(text.rfind("sat\n", 0), 0u) << text;
+  double y[3] = {0, 0, 0};
+  for (int i = 0; i < 3; ++i) {
+    const std::string key = "(Y_" + std::to_string(i) + " ";
+    const size_t at = text.find(key);
+    ASSERT_NE(at, std::string::npos) << text;
+    y[i] = std::stod(text.substr(at + key.size()));
+  }
+  EXPECT_NEAR(y[0] + y[1] + y[2], 1.0, 1e-6) << text;
+  EXPECT_GE(y[1], y[0]) << text;
+}
+
 TEST_F(Cli, VerifyTakesTheResolvedOptions) {
   const fs::path result = dir_ / "result.txt";
   const CliResult r =

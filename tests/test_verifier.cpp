@@ -229,5 +229,47 @@ TEST(FixedInputs, Float32CannotRepresentThemInACnn) {
   EXPECT_EQ(bab::to_string(r.verdict), "sat") << r.detail;
 }
 
+// A model ending in Softmax, with a property that only compares outputs, loads without it when
+// asked (its logits keep the order of the softmax); softmax_outputs gives the model's outputs
+// back, and violated_at checks the property as written on them.
+TEST(OutputSoftmax, PeeledOnlyWhereThePropertyComparesOutputs) {
+  testing::OnnxBuilder b;
+  b.input("x", {1, 2}).output("y", {1, 3});
+  b.initializer("W", at::tensor({1.0F, 0.0F, 0.0F, 1.0F, 1.0F, 1.0F}).reshape({3, 2}));
+  b.node("fc", "Gemm", {"x", "W"}, {"z"}, {testing::attr_int("transB", 1)});
+  b.node("soft", "Softmax", {"z"}, {"y"}, {testing::attr_int("axis", 1)});
+  const io::LoadedOnnx kept = io::load_onnx_bytes(b.bytes(), "soft.onnx", {});
+  const io::LoadedOnnx peeled =
+      io::load_onnx_bytes(b.bytes(), "soft.onnx", {.peel_output_softmax = true});
+  EXPECT_FALSE(kept.output_softmax_peeled);
+  ASSERT_TRUE(peeled.output_softmax_peeled);
+  c10::NoGradGuard no_grad;
+  const at::Tensor x = at::tensor({0.5F, -1.0F}).reshape({1, 2});
+  const at::Tensor z = peeled.graph.forward(x);
+  EXPECT_TRUE(at::allclose(z, at::tensor({0.5F, -1.0F, -0.5F}).reshape({1, 3})));
+  const std::vector<double> y = io::softmax_outputs({0.5, -1.0, -0.5}, at::kFloat);
+  const at::Tensor want = kept.graph.forward(x).to(at::kDouble).reshape({-1});
+  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(y[i], want[int64_t(i)].item<double>(), 1e-7);
+
+  const auto property = [](const std::string& rows) {
+    return io::parse_vnnlib_string(
+        "(declare-const X_0 Real)\n(declare-const X_1 Real)\n(declare-const Y_0 Real)\n"
+        "(declare-const Y_1 Real)\n(declare-const Y_2 Real)\n(assert (>= X_0 0))\n"
+        "(assert (<= X_0 1))\n(assert (>= X_1 -1))\n(assert (<= X_1 0))\n" +
+            rows,
+        "soft.vnnlib");
+  };
+  const io::VnnlibProperty pairwise = property("(assert (or (>= Y_1 Y_0) (>= Y_2 Y_0)))\n");
+  EXPECT_TRUE(io::compares_outputs_only(pairwise));
+  EXPECT_FALSE(io::compares_outputs_only(property("(assert (>= Y_1 0.5))\n")));
+  EXPECT_FALSE(io::compares_outputs_only(property("(assert (> Y_1 Y_0))\n")));
+  EXPECT_FALSE(io::compares_outputs_only(property("(assert (and (>= Y_1 Y_0) (>= Y_2 0.1)))\n")));
+  // At x = (0.5, -1): y_0 is the largest, neither disjunct holds; at (0, 0) y_2 > y_0.
+  EXPECT_FALSE(io::violated_at(pairwise, {0.5, -1.0}, y));
+  EXPECT_TRUE(io::violated_at(pairwise, {0.0, 0.0}, io::softmax_outputs({0, 0, 0}, at::kFloat)));
+  EXPECT_FALSE(io::violated_at(pairwise, {2.0, 0.0}, io::softmax_outputs({0, 0, 0}, at::kFloat)))
+      << "outside the box";
+}
+
 }  // namespace
 }  // namespace distcrown

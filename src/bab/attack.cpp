@@ -161,15 +161,21 @@ std::optional<Counterexample> pgd_attack(const AttackOptions& options, const Che
   at::Tensor x = at::cat(parts, 0);
   if (auto cex = check_candidates(g, c, x)) return cex;
   if (options.steps == 0 || disjuncts.empty()) return std::nullopt;
+  // Through step functions the gradient is a surrogate's (BoundGraph::forward_surrogate), which
+  // may mislead: each start then runs twice, once following it (a step that did not lower the
+  // margin followed by a random one) and once as the random search below alone.
+  const bool surrogate = g.has_surrogate_gradients();
+  if (surrogate) x = at::cat({x, x}, 0);
   const int64_t N = x.size(0);
+  at::Tensor walker;  // [N]: the starts that only search at random
+  if (surrogate) walker = at::arange(N, at::TensorOptions().device(x.device())) >= N / 2;
   const auto row_shape = [&](const at::Tensor& v) {  // [N] -> [N, 1, ..] against x
     std::vector<int64_t> s(size_t(x.dim()), 1);
     s[0] = N;
     return v.reshape(s);
   };
-  // A start whose gradient is 0 everywhere (sign-discretised layers) cannot move by PGD: it takes
-  // a random sign step instead, kept only where it did not raise the start's soft margin (a
-  // (1+1) random search).
+  // A start whose gradient is 0 everywhere cannot move by PGD: it takes a random sign step
+  // instead, kept only where it did not raise the start's soft margin (a (1+1) random search).
   at::Tensor prev_x;
   at::Tensor prev_margin;  // [N]
   // Each start attacks the disjunct closest to holding there.
@@ -180,7 +186,8 @@ std::optional<Counterexample> pgd_attack(const AttackOptions& options, const Che
     at::Tensor margin;  // [N]
     {
       c10::AutoGradMode grad_on(true);
-      margin = soft_margin(g.forward(xv).reshape({N, -1}), disjuncts);
+      // Through step functions as through the identity (their own gradient is 0).
+      margin = soft_margin(g.forward_surrogate(xv).reshape({N, -1}), disjuncts);
       if (!margin.defined()) return std::nullopt;
       margin.sum().backward();
     }
@@ -189,7 +196,11 @@ std::optional<Counterexample> pgd_attack(const AttackOptions& options, const Che
       c10::NoGradGuard no_grad;
       at::Tensor dir = xv.grad().sign();
       margin = margin.detach();
-      const at::Tensor stuck = (dir == 0).reshape({N, -1}).all(1);  // [N]
+      at::Tensor stuck = (dir == 0).reshape({N, -1}).all(1);  // [N]
+      if (surrogate) {
+        stuck = stuck | walker;
+        if (prev_margin.defined()) stuck = stuck | (margin >= prev_margin);
+      }
       if (stuck.any().item<bool>()) {
         if (prev_x.defined()) {
           const at::Tensor worse = stuck & (margin > prev_margin);

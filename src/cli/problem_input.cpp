@@ -34,12 +34,22 @@ ProblemFiles read_problem_files(const std::string& model, const std::string& vnn
 }
 
 ProblemInput load_problem_input(const std::string& model, const std::string& vnnlib,
-                                std::optional<io::VnnlibProperty> parsed) {
+                                std::optional<io::VnnlibProperty> parsed, bool may_peel_softmax) {
   ProblemFiles f = read_problem_files(model, vnnlib);
+  io::VnnlibProperty property =
+      parsed ? std::move(*parsed) : io::parse_vnnlib_string(f.property_text, f.property_name);
+  const io::OnnxLoadOptions options{.peel_output_softmax =
+                                        may_peel_softmax && io::compares_outputs_only(property)};
+  bool peeled = false;
   ProblemInput in;
   in.problem = io::problem_of(
-      [&] { return io::load_onnx_bytes(f.model_bytes, f.model_name); },
-      parsed ? std::move(*parsed) : io::parse_vnnlib_string(f.property_text, f.property_name));
+      [&] {
+        io::LoadedOnnx loaded = io::load_onnx_bytes(f.model_bytes, f.model_name, options);
+        peeled = loaded.output_softmax_peeled;
+        return std::move(loaded.graph);
+      },
+      std::move(property));
+  in.problem.output_softmax_peeled = peeled;
   in.model_bytes = std::move(f.model_bytes);
   in.property_text = std::move(f.property_text);
   return in;

@@ -22,8 +22,10 @@ struct ProblemFiles {
 ProblemFiles read_problem_files(const std::string& model, const std::string& vnnlib);
 
 /// Loads and checks (io::check_fits) the pair; both paths empty = the embedded default.
-/// `parsed`: the property file, already parsed.
+/// `parsed`: the property file, already parsed. `may_peel_softmax` (verify): the model's output
+/// Softmax is left out where the property compares outputs only (io::Problem).
 ProblemInput load_problem_input(const std::string& model, const std::string& vnnlib,
-                                std::optional<io::VnnlibProperty> parsed = std::nullopt);
+                                std::optional<io::VnnlibProperty> parsed = std::nullopt,
+                                bool may_peel_softmax = false);
 
 }  // namespace distcrown::cli

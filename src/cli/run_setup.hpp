@@ -24,7 +24,8 @@ std::string run_fingerprint(const RunOptions& a, const ProblemInput& in);
 /// run_fingerprint (collective::check_same_inputs). `parsed`: the property, when already parsed.
 ProblemInput load_agreed(const RunOptions& a, collective::Communicator& world,
                          const std::function<void(const ProblemInput&)>& check,
-                         std::optional<io::VnnlibProperty> parsed = std::nullopt);
+                         std::optional<io::VnnlibProperty> parsed = std::nullopt,
+                         bool may_peel_softmax = false);
 
 /// What placing the problem did on this rank.
 struct Placement {

@@ -68,13 +68,26 @@ at::Tensor BoundGraph::forward(const at::Tensor& x) const {
 }
 
 std::vector<at::Tensor> BoundGraph::forward_values(const at::Tensor& x) const {
+  return forward_values(x, false);
+}
+
+bool BoundGraph::has_surrogate_gradients() const {
+  return std::any_of(nodes_.begin() + 1, nodes_.end(),
+                     [](const GraphNode& n) { return n.op && n.op->traits().surrogate_gradient; });
+}
+
+at::Tensor BoundGraph::forward_surrogate(const at::Tensor& x) const {
+  return forward_values(x, true)[size_t(output_)];
+}
+
+std::vector<at::Tensor> BoundGraph::forward_values(const at::Tensor& x, bool surrogate) const {
   std::vector<at::Tensor> values(nodes_.size());
   values[0] = x;
   std::vector<at::Tensor> args;
   for (size_t i = 1; i < nodes_.size(); ++i) {
     args.clear();
     for (int p : nodes_[i].inputs) args.push_back(values[size_t(p)]);
-    values[i] = nodes_[i].op->forward(args);
+    values[i] = surrogate ? nodes_[i].op->forward_surrogate(args) : nodes_[i].op->forward(args);
   }
   return values;
 }

@@ -120,7 +120,27 @@ class UnsupportedNodes {
   int64_t unchecked_ = 0;
 };
 
-BoundGraph build(const OnnxModel& parsed, const std::string& source) {
+// The graph output's Softmax node when the loader may leave it out (OnnxLoadOptions): over the
+// last axis of a bounded, batched [1, m] input; null otherwise.
+const OnnxNode* peelable_softmax(const OnnxModel& model, const std::map<std::string, Value>& values,
+                                 const GraphBuilder& builder) {
+  const std::string& out = model.outputs.front().name;
+  for (const OnnxNode& node : model.nodes) {
+    if (node.outputs.empty() || node.outputs.front() != out) continue;
+    if (node.op_type != "Softmax" || node.inputs.size() != 1) return nullptr;
+    auto in = values.find(node.inputs.front());
+    if (in == values.end() || !in->second.is_bounded() || in->second.unbatched) return nullptr;
+    if (builder.shape(in->second.node).size() != 2) return nullptr;
+    for (const auto& a : node.attributes) {
+      if (a.name == "axis" && a.i != 1 && a.i != -1) return nullptr;
+    }
+    return &node;
+  }
+  return nullptr;
+}
+
+LoadedOnnx build(const OnnxModel& parsed, const std::string& source,
+                 const OnnxLoadOptions& options) {
   // GELU exported as Div, Erf, Add, Mul, Mul becomes one Gelu node (onnx_gelu_fusion.hpp).
   const OnnxModel model = fuse_exported_gelu(with_printable_names(parsed));
   std::map<std::string, Value> values = initializer_values(model, source);
@@ -140,12 +160,20 @@ BoundGraph build(const OnnxModel& parsed, const std::string& source) {
   UnsupportedNodes unsupported(source);
   std::set<std::string> unavailable;
   NodeLowerer lowerer(source, dtype, builder, values);
+  bool peeled = false;
   for (const auto& node : model.nodes) {
     const auto skip = [&] {
       for (const auto& name : node.outputs) {
         if (!name.empty()) unavailable.insert(name);
       }
     };
+    if (options.peel_output_softmax && !node.outputs.empty() &&
+        node.outputs.front() == model.outputs.front().name &&
+        peelable_softmax(model, values, builder) == &node) {
+      values[node.outputs.front()] = values.at(node.inputs.front());  // the logits
+      peeled = true;
+      continue;
+    }
     const LowerFn* lower = nullptr;
     try {
       lower = &find_lowering(node, model.opset, source);
@@ -175,13 +203,18 @@ BoundGraph build(const OnnxModel& parsed, const std::string& source) {
   if (!it->second.is_bounded()) {
     throw ModelError(source + ": output '" + out_name + "' does not depend on the input");
   }
-  return std::move(builder).finish(it->second.node);
+  return {std::move(builder).finish(it->second.node), peeled};
 }
 
 }  // namespace
 
 BoundGraph load_onnx_bytes(const std::string& bytes, const std::string& source) {
-  return build(parse_onnx_model(bytes, source), source);
+  return build(parse_onnx_model(bytes, source), source, {}).graph;
+}
+
+LoadedOnnx load_onnx_bytes(const std::string& bytes, const std::string& source,
+                           const OnnxLoadOptions& options) {
+  return build(parse_onnx_model(bytes, source), source, options);
 }
 
 BoundGraph load_onnx(const std::string& path) {

@@ -45,6 +45,52 @@ Problem load_problem(const std::string& model_path, const std::string& vnnlib_pa
   return problem_of([&] { return load_onnx(model_path); }, parse_vnnlib_file(vnnlib_path));
 }
 
+bool compares_outputs_only(const VnnlibProperty& property) {
+  if (needs_product(property)) return false;
+  bool any = false;
+  for (const VnnlibCase& c : property.cases) {
+    for (const OutputConjunction& d : c.disjuncts) {
+      for (const LinearConstraint& row : d.constraints) {
+        if (row.strict || row.rhs != 0) return false;
+        std::vector<double> nonzero;
+        for (const double v : row.coeffs) {
+          if (v != 0) nonzero.push_back(v);
+        }
+        if (nonzero.size() != 2 || nonzero[0] != -nonzero[1]) return false;
+        any = true;
+      }
+    }
+  }
+  return any;
+}
+
+std::vector<double> softmax_outputs(const std::vector<double>& z, at::ScalarType dtype) {
+  const at::Tensor y = at::softmax(at::tensor(z, at::kDouble).to(dtype), 0).to(at::kDouble);
+  const at::Tensor c = y.contiguous();
+  return {c.data_ptr<double>(), c.data_ptr<double>() + c.numel()};
+}
+
+bool violated_at(const VnnlibProperty& property, const std::vector<double>& x,
+                 const std::vector<double>& y) {
+  for (const VnnlibCase& c : property.cases) {
+    bool inside = x.size() == c.input_lower.size();
+    for (size_t i = 0; inside && i < x.size(); ++i) {
+      inside = x[i] >= c.input_lower[i] && x[i] <= c.input_upper[i];
+    }
+    if (!inside) continue;
+    for (const OutputConjunction& d : c.disjuncts) {
+      bool holds = true;
+      for (const LinearConstraint& row : d.constraints) {
+        double v = 0;
+        for (size_t j = 0; j < row.coeffs.size() && j < y.size(); ++j) v += row.coeffs[j] * y[j];
+        holds = holds && (row.strict ? v < row.rhs : v <= row.rhs);
+      }
+      if (holds) return true;
+    }
+  }
+  return false;
+}
+
 namespace {
 
 // A property bound beyond the dtype's range (1e308 in float32) becomes infinite: refuse it.

@@ -8,23 +8,36 @@
 namespace distcrown::ops {
 namespace {
 
-class BoundSign final : public MonotoneElementwise {
+// A step function: its gradient is 0 almost everywhere, so a counterexample search differentiates
+// through it as through the identity (the straight-through estimator of binarised networks). The
+// values are the step's own: f(x) + (x − x) is f(x) exactly for finite x.
+class StepFunction : public MonotoneElementwise {
  public:
-  BoundSign() : MonotoneElementwise(Direction::kNonDecreasing) {}
+  StepFunction() : MonotoneElementwise(Direction::kNonDecreasing) {}
+  OpTraits traits() const override {
+    OpTraits t = MonotoneElementwise::traits();
+    t.surrogate_gradient = true;
+    return t;
+  }
+  at::Tensor forward_surrogate(std::span<const at::Tensor> x) const override {
+    return forward(x).detach() + (x[0] - x[0].detach());
+  }
+};
+
+class BoundSign final : public StepFunction {
+ public:
   std::string op_type() const override { return "Sign"; }
   at::Tensor apply(const at::Tensor& x) const override { return at::sign(x); }
 };
 
-class BoundFloor final : public MonotoneElementwise {
+class BoundFloor final : public StepFunction {
  public:
-  BoundFloor() : MonotoneElementwise(Direction::kNonDecreasing) {}
   std::string op_type() const override { return "Floor"; }
   at::Tensor apply(const at::Tensor& x) const override { return at::floor(x); }
 };
 
-class BoundCeil final : public MonotoneElementwise {
+class BoundCeil final : public StepFunction {
  public:
-  BoundCeil() : MonotoneElementwise(Direction::kNonDecreasing) {}
   std::string op_type() const override { return "Ceil"; }
   at::Tensor apply(const at::Tensor& x) const override { return at::ceil(x); }
 };

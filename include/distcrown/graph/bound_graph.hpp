@@ -53,6 +53,12 @@ class BoundGraph {
 
   /// Concrete forward pass; x is [batch, *input_shape]. Returns the output [batch, *output_shape].
   [[nodiscard]] at::Tensor forward(const at::Tensor& x) const;
+  /// forward's output by every node's forward_surrogate: the same values, with gradients through
+  /// step functions (for the attack).
+  [[nodiscard]] at::Tensor forward_surrogate(const at::Tensor& x) const;
+  /// Whether some node's forward_surrogate has another gradient than its forward
+  /// (OpTraits::surrogate_gradient).
+  [[nodiscard]] bool has_surrogate_gradients() const;
   /// The forward values of every node ([batch, *shape] each, index = node) for input x.
   [[nodiscard]] std::vector<at::Tensor> forward_values(const at::Tensor& x) const;
 
@@ -78,6 +84,7 @@ class BoundGraph {
   void finalize();
 
  private:
+  [[nodiscard]] std::vector<at::Tensor> forward_values(const at::Tensor& x, bool surrogate) const;
   friend class GraphBuilder;  // sets the dtype the parameters were built in
   std::vector<GraphNode> nodes_;
   std::vector<bool> affine_from_input_;

@@ -93,6 +93,9 @@ struct OpTraits {
   /// y = x Wᵀ + b on the last dim, with params() = {W [out, in], b [out] (optional)}: the tensor
   /// parallel plan can split W by rows (BoundLinearTPCol) or columns (BoundLinearTPRow).
   bool dense_matrix = false;
+  /// forward_surrogate's gradient is not forward's (a step function passed straight through): a
+  /// search that follows it checks that each step helped.
+  bool surrogate_gradient = false;
   /// The relaxation needs the bounds of the inputs (every nonlinearity).
   bool needs_input_bounds = false;
   /// The relaxation has optimisable parameters (α-CROWN's lower slopes, tangent points):
@@ -132,6 +135,12 @@ class BoundNode {
   [[nodiscard]] virtual std::string op_type() const = 0;
 
   [[nodiscard]] virtual at::Tensor forward(std::span<const at::Tensor> x) const = 0;
+  /// forward's values with a gradient for a counterexample search to follow: forward itself,
+  /// except where its gradient is 0 almost everywhere (Sign, Floor, Ceil), which pass the
+  /// gradient straight through (as if the step were the identity).
+  [[nodiscard]] virtual at::Tensor forward_surrogate(std::span<const at::Tensor> x) const {
+    return forward(x);
+  }
   [[nodiscard]] virtual Interval ibp(std::span<const Interval* const> x) const = 0;
   /// `bounds` holds the intervals of the inputs when needs_input_bounds(), else may be null
   /// entries; with traits().needs_centre_values the inputs' centre values follow (OpTraits).

@@ -18,4 +18,21 @@ BoundGraph load_onnx(const std::string& path);
 /// Same, from serialized bytes; `source` names them in messages.
 BoundGraph load_onnx_bytes(const std::string& bytes, const std::string& source);
 
+struct OnnxLoadOptions {
+  /// A model whose output is a Softmax over [1, m] is loaded without it: the graph's outputs are
+  /// its logits (for properties that only compare two outputs, which hold of the logits exactly
+  /// when they hold of the softmax: io::compares_outputs_only).
+  bool peel_output_softmax = false;
+};
+
+/// A loaded graph, and whether its output Softmax was left out (OnnxLoadOptions).
+struct LoadedOnnx {
+  BoundGraph graph;
+  bool output_softmax_peeled = false;
+};
+
+/// load_onnx_bytes with options.
+LoadedOnnx load_onnx_bytes(const std::string& bytes, const std::string& source,
+                           const OnnxLoadOptions& options);
+
 }  // namespace distcrown::io

@@ -14,7 +14,25 @@ namespace distcrown::io {
 struct Problem {
   BoundGraph graph;
   VnnlibProperty property;
+  /// The graph's outputs are the logits z of the model's final Softmax, which was left out
+  /// (OnnxLoadOptions::peel_output_softmax; the property compares outputs only): the model's
+  /// outputs are softmax_outputs(z).
+  bool output_softmax_peeled = false;
 };
+
+/// Whether every output constraint of the property compares two outputs, a·(y_i − y_j) ≤ 0 with
+/// a > 0 and not strict (as "(>= Y_0 Y_3)" reads): then it holds of softmax(z) exactly when it
+/// holds of z (softmax keeps the order of its inputs), and the softmax can be left out. False for
+/// a property over several networks.
+bool compares_outputs_only(const VnnlibProperty& property);
+
+/// softmax(z) over the whole flat vector, computed in `dtype` as a model's Softmax is.
+std::vector<double> softmax_outputs(const std::vector<double>& z, at::ScalarType dtype);
+
+/// Whether x lies in some case's box and some disjunct of that case holds at y (every row in
+/// double, strict rows strictly): the property's violation, checked as written.
+bool violated_at(const VnnlibProperty& property, const std::vector<double>& x,
+                 const std::vector<double>& y);
 
 /// Throws ModelError/ParseError when the property's X/Y counts differ from the model's input and
 /// output sizes (InvalidArgument when it needs product_problem first).
