@@ -265,9 +265,9 @@ TEST(OutputSoftmax, PeeledOnlyWhereThePropertyComparesOutputs) {
   EXPECT_FALSE(io::compares_outputs_only(property("(assert (> Y_1 Y_0))\n")));
   EXPECT_FALSE(io::compares_outputs_only(property("(assert (and (>= Y_1 Y_0) (>= Y_2 0.1)))\n")));
   // At x = (0.5, -1): y_0 is the largest, neither disjunct holds; at (0, 0) y_2 > y_0.
-  EXPECT_FALSE(io::violated_at(pairwise, {0.5, -1.0}, y));
-  EXPECT_TRUE(io::violated_at(pairwise, {0.0, 0.0}, io::softmax_outputs({0, 0, 0}, at::kFloat)));
-  EXPECT_FALSE(io::violated_at(pairwise, {2.0, 0.0}, io::softmax_outputs({0, 0, 0}, at::kFloat)))
+  EXPECT_FALSE(bab::violated_at(pairwise, {0.5, -1.0}, y));
+  EXPECT_TRUE(bab::violated_at(pairwise, {0.0, 0.0}, io::softmax_outputs({0, 0, 0}, at::kFloat)));
+  EXPECT_FALSE(bab::violated_at(pairwise, {2.0, 0.0}, io::softmax_outputs({0, 0, 0}, at::kFloat)))
       << "outside the box";
 }
 

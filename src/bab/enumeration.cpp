@@ -66,11 +66,6 @@ std::vector<double> lower_corner(const io::VnnlibCase& c) {
   return x;
 }
 
-// Whether the outputs y [n_out] (double) satisfy some disjunct of the case: a violation.
-bool violates(const Objective& o, const at::Tensor& y) {
-  return margins(o, y.to(at::kDouble).reshape({1, -1})).item<double>() <= 0;
-}
-
 }  // namespace
 
 bool may_enumerate(const io::VnnlibProperty& property) {
@@ -89,7 +84,7 @@ bool may_enumerate(const io::VnnlibProperty& property) {
 std::string enumeration_refusal(const io::PointModel& model, const io::VnnlibProperty& property) {
   if (io::needs_product(property)) return "the property is over several networks";
   if (property.num_inputs != model.input_numel()) return "the property does not fit the model";
-  const std::vector<io::InputRead> reads = model.input_reads();
+  const std::vector<io::InputRead>& reads = model.input_reads();
   double total = 0;
   bool any_integer = false;
   for (const io::VnnlibCase& c : property.cases) {
@@ -110,7 +105,7 @@ VerifyResult decide_by_enumeration(const io::PointModel& model, const io::Vnnlib
   if (std::string why = enumeration_refusal(model, property); !why.empty()) {
     throw InvalidArgument("enumeration: " + why);
   }
-  const std::vector<io::InputRead> reads = model.input_reads();
+  const std::vector<io::InputRead>& reads = model.input_reads();
   VerifyResult r;
   int64_t evaluated = 0;
   bool disagreed = false;
@@ -118,11 +113,7 @@ VerifyResult decide_by_enumeration(const io::PointModel& model, const io::Vnnlib
   for (const io::VnnlibCase& c : property.cases) {
     const CasePlan plan = plan_case(c, reads);
     if (inputs_text.empty()) inputs_text = describe(plan.inputs);
-    std::vector<Objective> disjuncts;
-    for (const auto& d : c.disjuncts) {
-      disjuncts.push_back(make_objective(d, property.num_outputs, at::kDouble));
-    }
-    const Objective objective = join_disjuncts(disjuncts);
+    const Objective objective = case_objective(c, property.num_outputs);
     std::vector<double> x = lower_corner(c);
     std::vector<double> digit(plan.inputs.size());  // the combination, as integer parts
     for (size_t k = 0; k < digit.size(); ++k) digit[k] = plan.inputs[k].first;

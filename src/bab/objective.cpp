@@ -96,4 +96,30 @@ at::Tensor margins(const Objective& o, const at::Tensor& y) {
   return per_disjunct_max(o, diff).amin(1);
 }
 
+Objective case_objective(const io::VnnlibCase& c, int64_t num_outputs) {
+  std::vector<Objective> disjuncts;
+  for (const auto& d : c.disjuncts)
+    disjuncts.push_back(make_objective(d, num_outputs, at::kDouble));
+  return join_disjuncts(disjuncts);
+}
+
+bool violates(const Objective& case_objective, const at::Tensor& y) {
+  return margins(case_objective, y.to(at::kDouble).reshape({1, -1})).item<double>() <= 0;
+}
+
+bool violated_at(const io::VnnlibProperty& property, const std::vector<double>& x,
+                 const std::vector<double>& y) {
+  for (const io::VnnlibCase& c : property.cases) {
+    bool inside = x.size() == c.input_lower.size();
+    for (size_t i = 0; inside && i < x.size(); ++i) {
+      inside = x[i] >= c.input_lower[i] && x[i] <= c.input_upper[i];
+    }
+    if (inside && !c.disjuncts.empty() &&
+        violates(case_objective(c, property.num_outputs), at::tensor(y, at::kDouble))) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace distcrown::bab

@@ -33,11 +33,17 @@ ProblemFiles read_problem_files(const std::string& model, const std::string& vnn
   return f;
 }
 
-ProblemInput load_problem_input(const std::string& model, const std::string& vnnlib,
-                                std::optional<io::VnnlibProperty> parsed, bool may_peel_softmax) {
+ReadProblem read_problem(const std::string& model, const std::string& vnnlib) {
   ProblemFiles f = read_problem_files(model, vnnlib);
-  io::VnnlibProperty property =
-      parsed ? std::move(*parsed) : io::parse_vnnlib_string(f.property_text, f.property_name);
+  io::VnnlibProperty property = io::parse_vnnlib_string(f.property_text, f.property_name);
+  return {std::move(f), std::move(property)};
+}
+
+ProblemInput load_problem_input(const std::string& model, const std::string& vnnlib,
+                                std::optional<ReadProblem> read, bool may_peel_softmax) {
+  if (!read) read = read_problem(model, vnnlib);
+  ProblemFiles& f = read->files;
+  io::VnnlibProperty& property = read->property;
   const io::OnnxLoadOptions options{.peel_output_softmax =
                                         may_peel_softmax && io::compares_outputs_only(property)};
   bool peeled = false;

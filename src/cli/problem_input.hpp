@@ -21,11 +21,19 @@ struct ProblemFiles {
 };
 ProblemFiles read_problem_files(const std::string& model, const std::string& vnnlib);
 
+/// A problem's files, read, and its property, parsed: what verify looks at before any graph is
+/// built (bab/enumeration.hpp), then hands to the load instead of reading them again.
+struct ReadProblem {
+  ProblemFiles files;
+  io::VnnlibProperty property;
+};
+ReadProblem read_problem(const std::string& model, const std::string& vnnlib);
+
 /// Loads and checks (io::check_fits) the pair; both paths empty = the embedded default.
-/// `parsed`: the property file, already parsed. `may_peel_softmax` (verify): the model's output
+/// `read`: the files already read (read_problem). `may_peel_softmax` (verify): the model's output
 /// Softmax is left out where the property compares outputs only (io::Problem).
 ProblemInput load_problem_input(const std::string& model, const std::string& vnnlib,
-                                std::optional<io::VnnlibProperty> parsed = std::nullopt,
+                                std::optional<ReadProblem> read = std::nullopt,
                                 bool may_peel_softmax = false);
 
 }  // namespace distcrown::cli

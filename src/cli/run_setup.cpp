@@ -16,10 +16,10 @@ std::string run_fingerprint(const RunOptions& a, const ProblemInput& in) {
 
 ProblemInput load_agreed(const RunOptions& a, collective::Communicator& world,
                          const std::function<void(const ProblemInput&)>& check,
-                         std::optional<io::VnnlibProperty> parsed, bool may_peel_softmax) {
+                         std::optional<ReadProblem> read, bool may_peel_softmax) {
   std::optional<ProblemInput> loaded;
   collective::run_agreed(world, [&] {
-    loaded.emplace(load_problem_input(a.model, a.vnnlib, std::move(parsed), may_peel_softmax));
+    loaded.emplace(load_problem_input(a.model, a.vnnlib, std::move(read), may_peel_softmax));
     if (check) check(*loaded);
   });
   collective::check_same_inputs(world, run_fingerprint(a, *loaded));

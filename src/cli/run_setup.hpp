@@ -21,10 +21,10 @@ std::string run_fingerprint(const RunOptions& a, const ProblemInput& in);
 
 /// Loads the problem on every rank and runs `check` on it (a refusal of the options, a deadline
 /// passed while loading), agreed over `world` (collective::run_agreed); then compares the ranks'
-/// run_fingerprint (collective::check_same_inputs). `parsed`: the property, when already parsed.
+/// run_fingerprint (collective::check_same_inputs). `read`: the files, when already read.
 ProblemInput load_agreed(const RunOptions& a, collective::Communicator& world,
                          const std::function<void(const ProblemInput&)>& check,
-                         std::optional<io::VnnlibProperty> parsed = std::nullopt,
+                         std::optional<ReadProblem> read = std::nullopt,
                          bool may_peel_softmax = false);
 
 /// What placing the problem did on this rank.

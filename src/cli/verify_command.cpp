@@ -321,7 +321,7 @@ void restore_softmax_outputs(bab::VerifyResult& r, const io::Problem& p) {
   if (!r.counterexample) return;
   bab::Counterexample& cex = *r.counterexample;
   cex.y = io::softmax_outputs(cex.y, p.graph.dtype());
-  if (io::violated_at(p.property, cex.x, cex.y)) return;
+  if (bab::violated_at(p.property, cex.x, cex.y)) return;
   r.verdict = bab::Verdict::kUnknown;
   r.detail = "the logits violate the property, the softmax outputs do not (rounding)";
   r.counterexample.reset();
@@ -354,12 +354,11 @@ int run_verify(const RunOptions& a) {
   // Every option that the layout refuses is refused here, on every rank, before anything is
   // sharded (bab::verify_refusal: each refusal written once; verify() asks it again).
   o.bab.spec_parallel = a.spec_parallel;
-  std::optional<io::VnnlibProperty> property;  // parsed once, for enumeration and the load
+  std::optional<ReadProblem> read;  // read and parsed once, for enumeration and the load
   if (world->size() == 1) {
-    const ProblemFiles files = read_problem_files(a.model, a.vnnlib);
-    property = io::parse_vnnlib_string(files.property_text, files.property_name);
-    if (auto r = enumerated(files, *property, deadline)) {
-      answer(a, deadline, watchdog, speaker, *r, *property, {{"split", "enumeration"}});
+    read = read_problem(a.model, a.vnnlib);
+    if (auto r = enumerated(read->files, read->property, deadline)) {
+      answer(a, deadline, watchdog, speaker, *r, read->property, {{"split", "enumeration"}});
       end_after_answer();
       return 0;
     }
@@ -375,7 +374,7 @@ int run_verify(const RunOptions& a) {
           throw InvalidArgument("verify: " + why);
         }
       },
-      std::move(property), /*may_peel_softmax=*/true);
+      std::move(read), /*may_peel_softmax=*/true);
   const int group_size = world->size() / a.domain_groups;
   // One group is the world; a group of one rank needs no communication (and NCCL cannot split).
   collective::CommPtr group = world;

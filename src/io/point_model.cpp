@@ -16,7 +16,13 @@ namespace distcrown::io {
 struct PointModel::Parsed {
   std::string source;
   OnnxModel model;
-  std::map<std::string, Value> initializers;
+  std::map<std::string, Value> initializers;  // as stored in the model
+  // The initializers with every floating one in float32 / float64: made once, not per point.
+  std::map<std::string, Value> initializers_f32, initializers_f64;
+  std::vector<InputRead> reads;  // input_reads(), found once at construction
+
+  // Folds the model's selections of a tensor of input element indices (input_reads()).
+  [[nodiscard]] std::vector<InputRead> trace_input_reads() const;
   std::string input_name;
   std::vector<int64_t> input_dims;  // as in the model, a symbolic first dim taken as 1
   int64_t input_numel = 0;
@@ -61,11 +67,13 @@ std::vector<int64_t> dims_of(const OnnxValueInfo& vi, const std::string& where) 
   return dims;
 }
 
-// Every floating constant of `values` in `dtype`.
-void cast_floats(std::map<std::string, Value>& values, at::ScalarType dtype) {
+// `values` with every floating constant in `dtype`.
+std::map<std::string, Value> with_floats_in(std::map<std::string, Value> values,
+                                            at::ScalarType dtype) {
   for (auto& [name, v] : values) {
     if (v.is_constant() && v.constant.is_floating_point()) v.constant = v.constant.to(dtype);
   }
+  return values;
 }
 
 }  // namespace
@@ -80,6 +88,9 @@ PointModel::PointModel(const std::string& bytes, std::string source)
   p.input_name = input.name;
   p.input_dims = dims_of(input, p.source + ": input '" + input.name + "'");
   p.input_numel = checked_numel(p.input_dims, p.source);
+  p.initializers_f32 = with_floats_in(p.initializers, at::kFloat);
+  p.initializers_f64 = with_floats_in(p.initializers, at::kDouble);
+  p.reads = p.trace_input_reads();
 }
 
 PointModel::~PointModel() = default;
@@ -94,8 +105,11 @@ at::Tensor PointModel::evaluate(const at::Tensor& x, at::ScalarType dtype) const
     throw InvalidArgument(p.source + ": " + std::to_string(x.numel()) +
                           " input values, the model takes " + std::to_string(p.input_numel));
   }
-  std::map<std::string, Value> values = p.initializers;
-  cast_floats(values, dtype);
+  if (dtype != at::kFloat && dtype != at::kDouble) {
+    throw InvalidArgument("PointModel::evaluate: float32 or float64 only");
+  }
+  std::map<std::string, Value> values =
+      dtype == at::kFloat ? p.initializers_f32 : p.initializers_f64;
   values[p.input_name] = Value::of_constant(x.reshape(p.input_dims).to(dtype));
   GraphBuilder unused({1, p.input_numel}, p.input_name, dtype);  // no node is bounded
   NodeLowerer lowerer(p.source, dtype, unused, values);
@@ -113,25 +127,25 @@ at::Tensor PointModel::evaluate(const at::Tensor& x, at::ScalarType dtype) const
   return out.constant.to(dtype).flatten();
 }
 
-std::vector<InputRead> PointModel::input_reads() const {
-  const Parsed& p = *parsed_;
-  std::vector<InputRead> reads(size_t(p.input_numel), InputRead::kUnread);
+const std::vector<InputRead>& PointModel::input_reads() const { return parsed_->reads; }
+
+std::vector<InputRead> PointModel::Parsed::trace_input_reads() const {
+  std::vector<InputRead> found(size_t(input_numel), InputRead::kUnread);
   const auto mark = [&](const at::Tensor& indices, InputRead how) {
     const at::Tensor flat = indices.flatten().contiguous();
     const int64_t* e = flat.data_ptr<int64_t>();
     for (int64_t i = 0; i < flat.numel(); ++i) {
-      InputRead& r = reads[size_t(e[i])];
+      InputRead& r = found[size_t(e[i])];
       r = std::max(r, how);
     }
   };
-  std::map<std::string, Value> values = p.initializers;
-  values[p.input_name] =
-      Value::of_constant(at::arange(p.input_numel, at::kLong).reshape(p.input_dims));
-  std::set<std::string> traced{p.input_name};  // values that hold input element indices
+  std::map<std::string, Value> values = initializers;
+  values[input_name] = Value::of_constant(at::arange(input_numel, at::kLong).reshape(input_dims));
+  std::set<std::string> traced{input_name};  // values that hold input element indices
   std::set<std::string> unavailable;
-  GraphBuilder unused({1, p.input_numel}, p.input_name, at::kFloat);
-  NodeLowerer lowerer(p.source, at::kFloat, unused, values);
-  for (const auto& node : p.model.nodes) {
+  GraphBuilder unused({1, input_numel}, input_name, at::kFloat);
+  NodeLowerer lowerer(source, at::kFloat, unused, values);
+  for (const auto& node : model.nodes) {
     std::vector<size_t> traced_at;
     bool reads_unavailable = false;
     for (size_t i = 0; i < node.inputs.size(); ++i) {
@@ -150,7 +164,7 @@ std::vector<InputRead> PointModel::input_reads() const {
                  traced_at ==
                      (node.op_type == "Concat" ? every_input(node) : std::vector<size_t>{0})))) {
       try {
-        lowerer.lower(node, find_lowering(node, p.model.opset, p.source));
+        lowerer.lower(node, find_lowering(node, model.opset, source));
         folded = true;
       } catch (const std::exception&) {
         read_as(InputRead::kAsValue);
@@ -163,9 +177,9 @@ std::vector<InputRead> PointModel::input_reads() const {
     }
     if (!folded) unavailable.insert(node.outputs.begin(), node.outputs.end());
   }
-  const std::string& out = p.model.outputs.front().name;
+  const std::string& out = model.outputs.front().name;
   if (traced.count(out)) mark(values.at(out).constant, InputRead::kAsValue);
-  return reads;
+  return found;
 }
 
 }  // namespace distcrown::io

@@ -70,27 +70,6 @@ std::vector<double> softmax_outputs(const std::vector<double>& z, at::ScalarType
   return {c.data_ptr<double>(), c.data_ptr<double>() + c.numel()};
 }
 
-bool violated_at(const VnnlibProperty& property, const std::vector<double>& x,
-                 const std::vector<double>& y) {
-  for (const VnnlibCase& c : property.cases) {
-    bool inside = x.size() == c.input_lower.size();
-    for (size_t i = 0; inside && i < x.size(); ++i) {
-      inside = x[i] >= c.input_lower[i] && x[i] <= c.input_upper[i];
-    }
-    if (!inside) continue;
-    for (const OutputConjunction& d : c.disjuncts) {
-      bool holds = true;
-      for (const LinearConstraint& row : d.constraints) {
-        double v = 0;
-        for (size_t j = 0; j < row.coeffs.size() && j < y.size(); ++j) v += row.coeffs[j] * y[j];
-        holds = holds && (row.strict ? v < row.rhs : v <= row.rhs);
-      }
-      if (holds) return true;
-    }
-  }
-  return false;
-}
-
 namespace {
 
 // A property bound beyond the dtype's range (1e308 in float32) becomes infinite: refuse it.

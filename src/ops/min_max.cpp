@@ -86,8 +86,7 @@ Value lower_pick(LoweringContext& ctx, Pick pick) {
   for (size_t i = 0; i < ctx.inputs.size(); ++i) {
     if (ctx.inputs[i].is_absent()) ctx.fail("missing input " + std::to_string(i));
   }
-  Value acc = ctx.inputs[0];
-  if (ctx.inputs.size() == 1 && acc.is_bounded()) (void)node_of(ctx, acc);
+  Value acc = ctx.inputs[0];  // one input: itself (the loader refuses it where unbatched)
   for (size_t i = 1; i < ctx.inputs.size(); ++i) {
     std::string tag;  // appended, not "/" + ...: g++ 12's -Wrestrict misfires on the latter
     if (ctx.inputs.size() > 2) tag.append("/").append(std::to_string(i));

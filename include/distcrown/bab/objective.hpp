@@ -44,5 +44,14 @@ at::Tensor open_rows(const Objective& o, const at::Tensor& lower);
 /// counts as the smallest positive margin (not held). Joined: the smallest disjunct margin (some
 /// disjunct holds).
 at::Tensor margins(const Objective& o, const at::Tensor& y);
+/// The case's disjuncts joined over `num_outputs` outputs, in double: its margins are <= 0
+/// exactly where some disjunct holds, every row as written.
+Objective case_objective(const io::VnnlibCase& c, int64_t num_outputs);
+/// Whether the outputs y (flat) violate the case: case_objective's margin <= 0 at y.
+bool violates(const Objective& case_objective, const at::Tensor& y);
+/// Whether x lies in some case's box and violates() it at y: the property's violation, checked as
+/// written (x and y flat, declared order).
+bool violated_at(const io::VnnlibProperty& property, const std::vector<double>& x,
+                 const std::vector<double>& y);
 
 }  // namespace distcrown::bab

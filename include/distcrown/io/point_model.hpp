@@ -35,10 +35,10 @@ class PointModel {
   /// parameter cast to `dtype` (float32 or float64). UnsupportedError for a node that cannot be
   /// folded.
   [[nodiscard]] at::Tensor evaluate(const at::Tensor& x, at::ScalarType dtype) const;
-  /// Per input element, in flat order: how the model reads it. Found by folding the model's
-  /// selections of a tensor of element indices; a node that cannot be followed reads its input
-  /// as a value.
-  [[nodiscard]] std::vector<InputRead> input_reads() const;
+  /// Per input element, in flat order: how the model reads it. Found once, at construction, by
+  /// folding the model's selections of a tensor of element indices; a node that cannot be
+  /// followed reads its input as a value.
+  [[nodiscard]] const std::vector<InputRead>& input_reads() const;
 
  private:
   struct Parsed;

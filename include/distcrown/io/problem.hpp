@@ -29,11 +29,6 @@ bool compares_outputs_only(const VnnlibProperty& property);
 /// softmax(z) over the whole flat vector, computed in `dtype` as a model's Softmax is.
 std::vector<double> softmax_outputs(const std::vector<double>& z, at::ScalarType dtype);
 
-/// Whether x lies in some case's box and some disjunct of that case holds at y (every row in
-/// double, strict rows strictly): the property's violation, checked as written.
-bool violated_at(const VnnlibProperty& property, const std::vector<double>& x,
-                 const std::vector<double>& y);
-
 /// Throws ModelError/ParseError when the property's X/Y counts differ from the model's input and
 /// output sizes (InvalidArgument when it needs product_problem first).
 void check_fits(const BoundGraph& graph, const VnnlibProperty& property);
