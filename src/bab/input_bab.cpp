@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include <ATen/ATen.h>
@@ -13,6 +15,7 @@
 #include "distcrown/methods/crown.hpp"
 #include "distcrown/util/error.hpp"
 #include "domain.hpp"
+#include "methods/planned_chain.hpp"
 #include "round.hpp"
 
 namespace distcrown::bab {
@@ -141,10 +144,11 @@ std::optional<double> halving_point(const SubBox& b) {
 
 // Bounds a batch of boxes (each [1, *in], on the CPU): sets value, split_dim, the linear bounds
 // and the clipped box of each; returns candidate counterexamples (the corner minimising each
-// box's most promising row), [B, *in]. The passes run in `passes` (they stop at its checkpoint).
+// box's most promising row), [B, *in]. The passes run in `passes` (they stop at its checkpoint):
+// the plan's where there is one (methods/planned_chain.hpp), else CrownEngine's.
 at::Tensor bound_boxes(const BoundGraph& g, const Objective& objective,
                        const BoundOptions& bound_options, const PassContext& passes,
-                       std::vector<SubBox>& boxes) {
+                       PlannedChain* plan, std::vector<SubBox>& boxes) {
   const int64_t K = objective.rhs.size(0);
   const auto B = int64_t(boxes.size());
   const int64_t n = g.input_numel();
@@ -155,29 +159,40 @@ at::Tensor bound_boxes(const BoundGraph& g, const Objective& objective,
     hi.push_back(b.upper);
   }
   const InputBox box{at::cat(lo, 0).to(g.device()), at::cat(hi, 0).to(g.device())};  // [B, *in]
-  InputAHook hook(g.output());
-  CrownEngine engine(g, box, bound_options, passes);
-  engine.set_hook(&hook);
-  engine.compute_intermediate_bounds();
-  // One CROWN pass from the spec rows: the clipping below needs its linear bound itself, the
-  // value is that bound intersected with IBP's under the tight schemes (output_bounds() would
-  // run the pass a second time to intersect).
-  const int64_t m = g.output_numel();
-  std::vector<int64_t> rows_shape{K, B};
-  rows_shape.insert(rows_shape.end(), g.output_shape().begin() + 1, g.output_shape().end());
-  const at::Tensor C_rows =
-      objective.C.to(box.lower.options()).reshape({K, 1, m}).expand({K, B, m}).reshape(rows_shape);
-  const at::Tensor crown_lb = engine.backward_from(g.output(), BoundA{C_rows, {}}).lower;
-  at::Tensor lb = crown_lb;                    // [B, K]
-  if (intersects_ibp(bound_options.scheme)) {  // as output_bounds() would, without its pass
-    lb = at::maximum(lb, engine.output_ibp(objective.C).lower);
+  at::Tensor crown_lb;                                                               // [B, K]
+  at::Tensor lb;  // crown_lb, intersected with IBP's under the tight schemes
+  at::Tensor A;   // [B, K, n]: crown_lb's linear bound's coefficients at the input
+  if (plan != nullptr) {
+    const ChainBounds cb = plan->bound(box, passes.checkpoint);
+    crown_lb = cb.crown_lower;
+    lb = at::maximum(crown_lb, cb.ibp_lower);  // the plan computes kTightUnstable only
+    A = cb.input_A;
+  } else {
+    InputAHook hook(g.output());
+    CrownEngine engine(g, box, bound_options, passes);
+    engine.set_hook(&hook);
+    engine.compute_intermediate_bounds();
+    // One CROWN pass from the spec rows: the clipping below needs its linear bound itself, the
+    // value is that bound intersected with IBP's under the tight schemes (output_bounds() would
+    // run the pass a second time to intersect).
+    const int64_t m = g.output_numel();
+    std::vector<int64_t> rows_shape{K, B};
+    rows_shape.insert(rows_shape.end(), g.output_shape().begin() + 1, g.output_shape().end());
+    const at::Tensor C_rows = objective.C.to(box.lower.options())
+                                  .reshape({K, 1, m})
+                                  .expand({K, B, m})
+                                  .reshape(rows_shape);
+    crown_lb = engine.backward_from(g.output(), BoundA{C_rows, {}}).lower;
+    lb = crown_lb;
+    if (intersects_ibp(bound_options.scheme)) {  // as output_bounds() would, without its pass
+      lb = at::maximum(lb, engine.output_ibp(objective.C).lower);
+    }
+    // [K', B, *in] -> [B, K, n]
+    A = hook.input_A.reshape({hook.input_A.size(0), B, n}).permute({1, 0, 2}).slice(1, 0, K);
   }
   const at::Tensor rhs = objective.rhs.to(at::kDouble).to(lb.device());
   const at::Tensor gap = lb.to(at::kDouble) - rhs;  // [B, K]
   const at::Tensor values = gap.amax(1).cpu().contiguous();
-  // [K', B, *in] -> [B, K, n]
-  const at::Tensor A =
-      hook.input_A.reshape({hook.input_A.size(0), B, n}).permute({1, 0, 2}).slice(1, 0, K);
   const at::Tensor Ad = A.to(at::kDouble).cpu();
   const at::Tensor lower = box.lower.to(at::kDouble).cpu().reshape({B, n});
   const at::Tensor upper = box.upper.to(at::kDouble).cpu().reshape({B, n});
@@ -228,7 +243,11 @@ class InputBab {
         g_(g),
         problem_(problem),
         bo_(bound_options),
-        progress_(progress) {}
+        progress_(progress) {
+    if (o.passes == PassPath::kPlanned) {
+      plan_ = PlannedChain::plan(g, problem.objective.C, bound_options, unplanned_why_);
+    }
+  }
 
   /// Branch and bound until decided, out of rounds, or past the deadline.
   BabResult run() {
@@ -257,6 +276,8 @@ class InputBab {
   const BabProblem& problem_;
   const BoundOptions& bo_;
   Progress& progress_;
+  std::unique_ptr<PlannedChain> plan_;  // null: CrownEngine's passes
+  std::string unplanned_why_;
   detail::DomainQueue<SubBox> queue_;
   int64_t bounded_ = 0;  // by this group
   BabResult res_;
@@ -269,7 +290,8 @@ void InputBab::bound_root(RoundReport& mine) {
     std::vector<SubBox> first(1);
     first.front().lower = root.lower;
     first.front().upper = root.upper;
-    const at::Tensor corners = bound_boxes(g_, problem_.objective, bo_, passes_, first);
+    const at::Tensor corners =
+        bound_boxes(g_, problem_.objective, bo_, passes_, plan_.get(), first);
     const bool leader = world_.group_index() == 0;
     bounded_ = leader ? 1 : 0;  // the root counts once, as group 0's
     mine.counterexample = check_candidates(g_, problem_.vnnlib_case, corners);
@@ -299,7 +321,8 @@ void InputBab::split_and_bound(std::vector<std::pair<int64_t, SubBox>>& planned,
   // (a half often holds a smaller slice of the region, or none: proved without a pass).
   children = clip_halves(std::move(children), g_.dtype());
   if (children.empty()) return;
-  const at::Tensor corners = bound_boxes(g_, problem_.objective, bo_, passes_, children);
+  const at::Tensor corners =
+      bound_boxes(g_, problem_.objective, bo_, passes_, plan_.get(), children);
   bounded_ += int64_t(children.size());
   at::Tensor candidate_points = corners;
   if (o_.attack_every > 0 && res_.rounds % o_.attack_every == 0) {

@@ -206,6 +206,10 @@ const std::vector<OptionSpec>& table() {
        "how branching rates a split by its two children: min (the worse child's bound) or max "
        "(the better child's)",
        field([](RunOptions & r) -> auto& { return r.verify.bab.branching_reduce; })},
+      {"passes", Applies::kVerify,
+       "planned (input splitting's passes on a chain of affine layers and ReLUs run through a "
+       "plan made once: BLAS products and fused loops) or reference (the generic engine)",
+       field([](RunOptions & r) -> auto& { return r.verify.bab.passes; })},
       {"split", Applies::kVerify,
        "auto (input splitting for <= 32 free inputs, else ReLU splitting), input or relu",
        field([](RunOptions & r) -> auto& { return r.verify.split; })},

@@ -27,6 +27,16 @@ constexpr auto enum_table(Branching) {
   return std::array{P{Branching::kBabsr, "babsr"}, P{Branching::kFsb, "fsb"}};
 }
 
+/// Which implementation runs the passes a search repeats: a plan made once where the graph and
+/// options allow it (methods/planned_chain.hpp: input splitting on a chain of affine nodes and
+/// ReLUs), else CrownEngine's generic passes; kReference runs CrownEngine's everywhere.
+enum class PassPath { kPlanned, kReference };
+
+constexpr auto enum_table(PassPath) {
+  using P = std::pair<PassPath, std::string_view>;
+  return std::array{P{PassPath::kPlanned, "planned"}, P{PassPath::kReference, "reference"}};
+}
+
 /// How a split's two children are reduced to one number where branching compares splits
 /// (α,β-CROWN's branching reduceop): FSB keeps the candidate whose worse (kMin) or better (kMax)
 /// child bounds best; BaBSR's score takes the smaller or larger of its two bias estimates.
@@ -110,6 +120,7 @@ struct BabOptions {
   bool progress = false;
   /// The bounding passes' options: the root's α-CROWN and every round's passes.
   BoundOptions bound;
+  PassPath passes = PassPath::kPlanned;
   /// Measure the bytes the queued domains hold after every round (BabResult::peak_store; ReLU
   /// splitting): the memory benchmark's breakdown, a walk over the queue each round.
   bool measure_store = false;
