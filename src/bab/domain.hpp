@@ -42,14 +42,17 @@ struct Domain {
 
 /// One input-splitting domain: a sub-box of the input region.
 struct SubBox {
-  at::Tensor lower, upper;                                  // [1, *input_shape]
+  // The box, flat over the input's elements, in double: values of the graph's dtype (exact), so
+  // that halving and clipping make no tensor per box.
+  std::vector<double> lower, upper;                         // [n]
   double value = -std::numeric_limits<double>::infinity();  // max_k (lb_k - rhs_k)
   int64_t split_dim = -1;  // where to halve it next (flat input index)
   // Ids as Domain's: the root 0, the halves of plan position p of a round first_id + 2p, + 1.
   int64_t id = 0;
   // The linear lower bounds of the rows' margins from the last bounding pass over a box that
-  // contains this one, A·x + c: A [K, n], c [K], double; they clip the halves before bounding.
-  at::Tensor A, c;
+  // contains this one, A·x + c: A [K, n] row-major, c [K]; empty before the first pass. They
+  // clip the halves before bounding.
+  std::vector<double> A, c;
 };
 
 /// Heap order of either kind of domain: the worst (lowest) value on top, then the lowest id.
@@ -127,7 +130,7 @@ std::vector<Planned> plan_round(const std::vector<RoundReport>& groups, int64_t 
 std::string encode_domain(const Domain& d);
 std::string encode_domain(const SubBox& b);
 Domain decode_domain(std::string_view bytes, const at::Device& device);
-SubBox decode_box(std::string_view bytes);  // its tensors on the CPU, where sub-boxes live
+SubBox decode_box(std::string_view bytes);
 
 /// Domains tagged with their plan position, as one group's message.
 std::string encode_moving(const std::vector<std::pair<int64_t, std::string>>& domains);

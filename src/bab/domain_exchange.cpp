@@ -222,7 +222,7 @@ std::string encode_domain(const SubBox& b) {
   w.put(b.value);
   w.put(b.split_dim);
   w.put(b.id);
-  for (const at::Tensor* t : {&b.lower, &b.upper, &b.A, &b.c}) w.put_tensor(*t);
+  for (const std::vector<double>* v : {&b.lower, &b.upper, &b.A, &b.c}) w.put_doubles(*v);
   return w.take();
 }
 
@@ -232,7 +232,7 @@ SubBox decode_box(std::string_view bytes) {
   b.value = in.get<double>();
   b.split_dim = in.get<int64_t>();
   b.id = in.get<int64_t>();
-  for (at::Tensor* t : {&b.lower, &b.upper, &b.A, &b.c}) *t = in.get_tensor(at::kCPU);
+  for (std::vector<double>* v : {&b.lower, &b.upper, &b.A, &b.c}) *v = in.get_doubles();
   if (!in.done()) throw Error("internal: trailing bytes in a branch-and-bound sub-box");
   return b;
 }

@@ -35,6 +35,12 @@ at::Tensor round_outward(const at::Tensor& x, at::ScalarType dtype, int directio
   return at::where(moved_in, at::nextafter(r, at::full_like(r, away)), r);
 }
 
+// A tensor's values, flat, in double (exact for float32 and float64).
+std::vector<double> values_of(const at::Tensor& t) {
+  const at::Tensor d = t.to(at::kDouble).contiguous().reshape({-1});
+  return {d.const_data_ptr<double>(), d.const_data_ptr<double>() + d.numel()};
+}
+
 // Records the A at the input of passes from the output; default (CROWN) relaxations.
 class InputAHook final : public RelaxationHook {
  public:
@@ -97,47 +103,75 @@ at::Tensor input_split_scores(const at::Tensor& A, const at::Tensor& radius) {
 
 namespace {
 
-// Clips boxes [each lower/upper [1, *in]] with their stored linear bounds (Box::A, c); drops
-// those left empty.
-std::vector<SubBox> clip_halves(std::vector<SubBox> boxes, at::ScalarType dtype) {
-  if (boxes.empty() || !boxes.front().A.defined()) return boxes;
-  const auto B = int64_t(boxes.size());
-  std::vector<at::Tensor> lo, hi, As, cs;
+// The boxes' vectors `field` (each `width` long) as the rows of one tensor: [B, width], double.
+template <class Field>
+at::Tensor stacked(const std::vector<SubBox>& boxes, int64_t width, Field field) {
+  at::Tensor t = at::empty({int64_t(boxes.size()), width}, at::kDouble);
+  double* p = t.data_ptr<double>();
   for (const SubBox& b : boxes) {
-    lo.push_back(b.lower.reshape({1, -1}));
-    hi.push_back(b.upper.reshape({1, -1}));
-    As.push_back(b.A);
-    cs.push_back(b.c);
+    const std::vector<double>& v = field(b);
+    std::copy(v.begin(), v.end(), p);
+    p += width;
   }
-  const at::Tensor l = at::cat(lo, 0).to(at::kDouble);  // [B, n]
-  const at::Tensor u = at::cat(hi, 0).to(at::kDouble);
-  const at::Tensor A = at::stack(As, 0);  // [B, K, n]
+  return t;
+}
+const std::vector<double>& lower_of(const SubBox& b) { return b.lower; }
+const std::vector<double>& upper_of(const SubBox& b) { return b.upper; }
+const std::vector<double>& A_of(const SubBox& b) { return b.A; }
+const std::vector<double>& c_of(const SubBox& b) { return b.c; }
+
+// v = row b of t ([B, width], double, contiguous).
+void assign_row(std::vector<double>& v, const at::Tensor& t, int64_t b) {
+  const int64_t width = t.size(1);
+  const double* p = t.const_data_ptr<double>() + b * width;
+  v.assign(p, p + width);
+}
+
+// x [B, *] in double rounded outward to `dtype`: its values again in double, contiguous.
+at::Tensor outward_values(const at::Tensor& x, at::ScalarType dtype, int direction) {
+  return round_outward(x, dtype, direction).to(at::kDouble).contiguous();
+}
+
+// Clips boxes with their stored linear bounds (SubBox::A, c); drops those left empty.
+std::vector<SubBox> clip_halves(std::vector<SubBox> boxes, at::ScalarType dtype) {
+  if (boxes.empty() || boxes.front().A.empty()) return boxes;
+  const auto B = int64_t(boxes.size());
+  const auto n = int64_t(boxes.front().lower.size());
+  const auto K = int64_t(boxes.front().c.size());
+  const at::Tensor l = stacked(boxes, n, lower_of);  // [B, n]
+  const at::Tensor u = stacked(boxes, n, upper_of);
+  const at::Tensor A = stacked(boxes, K * n, A_of).reshape({B, K, n});
   const at::Tensor gap =
-      at::stack(cs, 0) +
+      stacked(boxes, K, c_of) +
       (A * ((l + u) / 2).unsqueeze(1) - A.abs() * ((u - l) / 2).unsqueeze(1)).sum(2);  // [B, K]
   const ClippedBoxes clipped = clip_to_violations(l, u, A, gap);
-  const at::Tensor lo_r = round_outward(clipped.lower, dtype, -1);
-  const at::Tensor hi_r = round_outward(clipped.upper, dtype, +1);
-  const auto empty = clipped.empty.accessor<bool, 1>();
+  const at::Tensor lo_r = outward_values(clipped.lower, dtype, -1);
+  const at::Tensor hi_r = outward_values(clipped.upper, dtype, +1);
+  const at::Tensor empty = clipped.empty.contiguous();
+  const bool* is_empty = empty.const_data_ptr<bool>();
   std::vector<SubBox> out;
   out.reserve(boxes.size());
   for (int64_t b = 0; b < B; ++b) {
-    if (empty[b]) continue;
+    if (is_empty[b]) continue;
     SubBox& box = boxes[size_t(b)];
-    box.lower = lo_r[b].reshape(box.lower.sizes());
-    box.upper = hi_r[b].reshape(box.upper.sizes());
+    assign_row(box.lower, lo_r, b);
+    assign_row(box.upper, hi_r, b);
     out.push_back(std::move(box));
   }
   return out;
 }
 
-// Where to halve a box along its split dimension: the midpoint as the box's dtype stores it,
-// when it lies strictly inside; none when no value does (the box cannot be halved).
-std::optional<double> halving_point(const SubBox& b) {
-  const int64_t d = b.split_dim;
-  const double lo = b.lower.reshape({-1})[d].item<double>();
-  const double hi = b.upper.reshape({-1})[d].item<double>();
-  const double mid = at::scalar_tensor(lo + (hi - lo) / 2, b.lower.options()).item<double>();
+// Where to halve a box along its split dimension: the midpoint as `dtype` (the graph's) stores
+// it, when it lies strictly inside; none when no value does (the box cannot be halved).
+std::optional<double> halving_point(const SubBox& b, at::ScalarType dtype) {
+  const double lo = b.lower[size_t(b.split_dim)];
+  const double hi = b.upper[size_t(b.split_dim)];
+  double mid = lo + (hi - lo) / 2;
+  if (dtype == at::kFloat) {
+    mid = double(float(mid));
+  } else if (dtype != at::kDouble) {
+    mid = at::scalar_tensor(mid, at::TensorOptions().dtype(dtype)).item<double>();
+  }
   if (!(mid > lo && mid < hi)) return std::nullopt;
   return mid;
 }
@@ -152,14 +186,13 @@ at::Tensor bound_boxes(const BoundGraph& g, const Objective& objective,
   const int64_t K = objective.rhs.size(0);
   const auto B = int64_t(boxes.size());
   const int64_t n = g.input_numel();
-  std::vector<at::Tensor> lo;
-  std::vector<at::Tensor> hi;
-  for (const SubBox& b : boxes) {
-    lo.push_back(b.lower);
-    hi.push_back(b.upper);
-  }
-  const InputBox box{at::cat(lo, 0).to(g.device()), at::cat(hi, 0).to(g.device())};  // [B, *in]
-  at::Tensor crown_lb;                                                               // [B, K]
+  std::vector<int64_t> shape = g.input_shape();
+  shape.front() = B;
+  const at::Tensor lower = stacked(boxes, n, lower_of);  // [B, n], double
+  const at::Tensor upper = stacked(boxes, n, upper_of);
+  const InputBox box{lower.to(g.dtype()).reshape(shape).to(g.device()),
+                     upper.to(g.dtype()).reshape(shape).to(g.device())};  // [B, *in]
+  at::Tensor crown_lb;                                                    // [B, K]
   at::Tensor lb;  // crown_lb, intersected with IBP's under the tight schemes
   at::Tensor A;   // [B, K, n]: crown_lb's linear bound's coefficients at the input
   if (plan != nullptr) {
@@ -191,36 +224,37 @@ at::Tensor bound_boxes(const BoundGraph& g, const Objective& objective,
     A = hook.input_A.reshape({hook.input_A.size(0), B, n}).permute({1, 0, 2}).slice(1, 0, K);
   }
   const at::Tensor rhs = objective.rhs.to(at::kDouble).to(lb.device());
-  const at::Tensor gap = lb.to(at::kDouble) - rhs;  // [B, K]
-  const at::Tensor values = gap.amax(1).cpu().contiguous();
-  const at::Tensor Ad = A.to(at::kDouble).cpu();
-  const at::Tensor lower = box.lower.to(at::kDouble).cpu().reshape({B, n});
-  const at::Tensor upper = box.upper.to(at::kDouble).cpu().reshape({B, n});
+  const at::Tensor gap = lb.to(at::kDouble) - rhs;                           // [B, K]
+  const at::Tensor values = gap.amax(1).to(at::kDouble).cpu().contiguous();  // [B]
+  const at::Tensor Ad = A.to(at::kDouble).cpu().contiguous();                // [B, K, n]
   const at::Tensor linear_gap = crown_lb.to(at::kDouble).cpu() - rhs.cpu();  // [B, K]
   // Only a counterexample's region matters: shrink each box to it (abcrown's input clipping).
   const ClippedBoxes clipped = clip_to_violations(lower, upper, Ad, linear_gap);
   const at::Tensor radius = (clipped.upper - clipped.lower) / 2;  // [B, n]
   const at::Tensor centre = (clipped.upper + clipped.lower) / 2;
-  const at::Tensor dims = input_split_scores(Ad, radius).argmax(1);  // [B]
-  const at::Tensor lo32 = round_outward(clipped.lower, g.dtype(), -1);
-  const at::Tensor hi32 = round_outward(clipped.upper, g.dtype(), +1);
-  const auto v = values.accessor<double, 1>();
-  const auto d = dims.accessor<int64_t, 1>();
-  const auto empty = clipped.empty.accessor<bool, 1>();
+  const at::Tensor dims = input_split_scores(Ad, radius).argmax(1).contiguous();  // [B]
+  const at::Tensor lo_r = outward_values(clipped.lower, g.dtype(), -1);
+  const at::Tensor hi_r = outward_values(clipped.upper, g.dtype(), +1);
+  const at::Tensor empty = clipped.empty.contiguous();
   // c = the linear bound's constant: its minimum over the (unclipped) box less the A terms.
-  const at::Tensor offset = linear_gap - (Ad * ((lower + upper) / 2).unsqueeze(1) -
-                                          Ad.abs() * ((upper - lower) / 2).unsqueeze(1))
-                                             .sum(2);  // [B, K]
+  const at::Tensor offset = (linear_gap - (Ad * ((lower + upper) / 2).unsqueeze(1) -
+                                           Ad.abs() * ((upper - lower) / 2).unsqueeze(1))
+                                              .sum(2))
+                                .contiguous();  // [B, K]
+  const double* v = values.const_data_ptr<double>();
+  const int64_t* d = dims.const_data_ptr<int64_t>();
+  const bool* is_empty = empty.const_data_ptr<bool>();
+  const at::Tensor A_rows = Ad.reshape({B, K * n});
   for (int64_t b = 0; b < B; ++b) {
     SubBox& box_b = boxes[size_t(b)];
-    box_b.A = Ad[b];
-    box_b.c = offset[b];
+    assign_row(box_b.A, A_rows, b);
+    assign_row(box_b.c, offset, b);
     // An empty clipped box holds no counterexample: proved, whatever the value says.
-    box_b.value = empty[b] ? std::max(v[b], kProvedByClipping) : v[b];
+    box_b.value = is_empty[b] ? std::max(v[b], kProvedByClipping) : v[b];
     box_b.split_dim = d[b];
-    if (!empty[b]) {
-      box_b.lower = lo32[b].reshape(box_b.lower.sizes());
-      box_b.upper = hi32[b].reshape(box_b.upper.sizes());
+    if (!is_empty[b]) {
+      assign_row(box_b.lower, lo_r, b);
+      assign_row(box_b.upper, hi_r, b);
     }
   }
   // The corner minimising each box's best row (of the clipped box).
@@ -288,8 +322,8 @@ void InputBab::bound_root(RoundReport& mine) {
     // Boxes live on the CPU (cheap to split one by one); each batch goes to the device at once.
     const InputBox root = io::enclosing_box(problem_.vnnlib_case, g_, g_.dtype());
     std::vector<SubBox> first(1);
-    first.front().lower = root.lower;
-    first.front().upper = root.upper;
+    first.front().lower = values_of(root.lower);
+    first.front().upper = values_of(root.upper);
     const at::Tensor corners =
         bound_boxes(g_, problem_.objective, bo_, passes_, plan_.get(), first);
     const bool leader = world_.group_index() == 0;
@@ -308,12 +342,12 @@ void InputBab::split_and_bound(std::vector<std::pair<int64_t, SubBox>>& planned,
   std::vector<SubBox> children;
   for (auto& [position, p] : planned) {
     const int64_t d = p.split_dim;
-    const double mid = *halving_point(p);
+    const double mid = *halving_point(p, g_.dtype());
     const int64_t id = first_id + 2 * position;
-    SubBox left{p.lower, p.upper.clone(), 0, -1, id, p.A, p.c};
-    SubBox right{p.lower.clone(), p.upper, 0, -1, id + 1, p.A, p.c};
-    left.upper.view({-1})[d] = mid;
-    right.lower.view({-1})[d] = mid;
+    SubBox left{p.lower, p.upper, 0, -1, id, p.A, p.c};
+    SubBox right{p.lower, p.upper, 0, -1, id + 1, p.A, p.c};
+    left.upper[size_t(d)] = mid;
+    right.lower[size_t(d)] = mid;
     children.push_back(std::move(left));
     children.push_back(std::move(right));
   }
@@ -326,11 +360,13 @@ void InputBab::split_and_bound(std::vector<std::pair<int64_t, SubBox>>& planned,
   bounded_ += int64_t(children.size());
   at::Tensor candidate_points = corners;
   if (o_.attack_every > 0 && res_.rounds % o_.attack_every == 0) {
-    // Also the centres of the children.
-    std::vector<at::Tensor> centres;
-    centres.reserve(children.size());
-    for (const SubBox& b : children) centres.push_back((b.lower + b.upper) / 2);
-    candidate_points = at::cat({corners.cpu(), at::cat(centres, 0)}, 0);
+    // Also the centres of the children, in the graph's dtype.
+    const auto width = int64_t(children.front().lower.size());
+    const at::Tensor centres = ((stacked(children, width, lower_of).to(g_.dtype()) +
+                                 stacked(children, width, upper_of).to(g_.dtype())) /
+                                2)
+                                   .reshape(corners.sizes());
+    candidate_points = at::cat({corners.cpu(), centres}, 0);
   }
   mine.counterexample = check_candidates(g_, problem_.vnnlib_case, candidate_points);
   for (SubBox& b : children) {
@@ -354,7 +390,9 @@ BabResult InputBab::search() {
   bound_root(mine);
   int64_t first_id = 1;  // of the next round's halves
   // A box with no value strictly inside its split dimension cannot be halved: dropped unproved.
-  const auto splittable = [](const SubBox& b) { return halving_point(b).has_value(); };
+  const auto splittable = [dtype = g_.dtype()](const SubBox& b) {
+    return halving_point(b, dtype).has_value();
+  };
   for (;;) {
     // This group's worst boxes, at most a batch; every rank of the group pops the same ones.
     if (!mine.timed_out) mine.timed_out = deadline_.expired();

@@ -96,6 +96,12 @@ Binder field(Get get, const std::optional<CLI::Validator>& check = std::nullopt)
   };
 }
 
+// A file to write: any non-empty path.
+CLI::Validator output_path() {
+  return CLI::Validator(
+      [](std::string& path) { return path.empty() ? std::string("empty path") : ""; }, "FILE");
+}
+
 // The table. Defaults are those of the fields (RunOptions and the library's option structs).
 const std::vector<OptionSpec>& table() {
   static const std::vector<OptionSpec> specs = {
@@ -109,23 +115,16 @@ const std::vector<OptionSpec>& table() {
        "bounds: write the bounds as JSON here; verify: write the VNN-COMP result here (`error` "
        "on any failure)",
        field(
-           [](RunOptions & r) -> auto& { return r.result; },
-           CLI::Validator(
-               [](std::string& path) { return path.empty() ? std::string("empty path") : ""; },
-               "FILE"))},
+           [](RunOptions & r) -> auto& { return r.result; }, output_path())},
       {"report", Applies::kVerify,
        "write a JSON summary here: result, time_s (since the process started), world_size, "
        "groups, shard, split (input or relu: what branch and bound splits), intermediate (the "
        "scheme of the bounding passes), domains_bounded, domains_per_group, domains_moved "
-       "(between groups), "
-       "domains_moved_in_groups (spec-parallel: between a group's ranks), counterexample_group, "
-       "bab_min_batch, memory "
-       "(peak_bytes resident, the largest over the ranks, and per rank; limit_bytes), comm",
+       "(between groups), domains_moved_in_groups (spec-parallel: between a group's ranks), "
+       "counterexample_group, bab_min_batch, memory (peak_bytes resident, the largest over the "
+       "ranks, and per rank; limit_bytes), comm",
        field(
-           [](RunOptions & r) -> auto& { return r.report; },
-           CLI::Validator(
-               [](std::string& path) { return path.empty() ? std::string("empty path") : ""; },
-               "FILE"))},
+           [](RunOptions & r) -> auto& { return r.report; }, output_path())},
       {"method", Applies::kBounds, "bounding method",
        field([](RunOptions & r) -> auto& { return r.method; })},
       {"iterations", Applies::kBoth,
