@@ -94,11 +94,16 @@ ClippedBoxes clip_to_violations(const at::Tensor& lower, const at::Tensor& upper
   return {at::where(empty.unsqueeze(1), lower, l), at::where(empty.unsqueeze(1), upper, u), empty};
 }
 
-at::Tensor input_split_scores(const at::Tensor& A, const at::Tensor& radius) {
-  // Shapes: A [B, K, n], radius [B, n]. Every row counts: a conjunction is proved by whichever
-  // row gets above its threshold, and the best row alone can be flat in a dimension the others
-  // need split. A tiny width term orders dimensions no row depends on.
-  return (A.abs().sum(1) + 1e-9) * radius;
+at::Tensor input_split_scores(const at::Tensor& A, const at::Tensor& radius,
+                              const at::Tensor& value, const at::Tensor& root_radius) {
+  // Shapes: A [B, K, n], radius [B, n], value [B], root_radius [n]. Every row counts: a
+  // conjunction is proved by whichever row gets above its threshold, and the best row alone can
+  // be flat in a dimension the others need split. A tiny width term orders dimensions no row
+  // depends on.
+  const at::Tensor unexplored =
+      at::where(root_radius > 0, radius / root_radius.clamp_min(1e-300), at::zeros_like(radius));
+  const at::Tensor open = (-value).clamp_min(0).unsqueeze(1);  // [B, 1]
+  return (A.abs().sum(1) + 1e-9) * radius + kUnexploredShare * open * unexplored;
 }
 
 namespace {
@@ -182,7 +187,8 @@ std::optional<double> halving_point(const SubBox& b, at::ScalarType dtype) {
 // the plan's where there is one (methods/planned_chain.hpp), else CrownEngine's.
 at::Tensor bound_boxes(const BoundGraph& g, const Objective& objective,
                        const BoundOptions& bound_options, const PassContext& passes,
-                       PlannedChain* plan, std::vector<SubBox>& boxes) {
+                       PlannedChain* plan, const at::Tensor& root_radius,
+                       std::vector<SubBox>& boxes) {
   const int64_t K = objective.rhs.size(0);
   const auto B = int64_t(boxes.size());
   const int64_t n = g.input_numel();
@@ -232,7 +238,8 @@ at::Tensor bound_boxes(const BoundGraph& g, const Objective& objective,
   const ClippedBoxes clipped = clip_to_violations(lower, upper, Ad, linear_gap);
   const at::Tensor radius = (clipped.upper - clipped.lower) / 2;  // [B, n]
   const at::Tensor centre = (clipped.upper + clipped.lower) / 2;
-  const at::Tensor dims = input_split_scores(Ad, radius).argmax(1).contiguous();  // [B]
+  const at::Tensor dims =
+      input_split_scores(Ad, radius, values, root_radius).argmax(1).contiguous();  // [B]
   const at::Tensor lo_r = outward_values(clipped.lower, g.dtype(), -1);
   const at::Tensor hi_r = outward_values(clipped.upper, g.dtype(), +1);
   const at::Tensor empty = clipped.empty.contiguous();
@@ -311,6 +318,7 @@ class InputBab {
   const BoundOptions& bo_;
   Progress& progress_;
   std::unique_ptr<PlannedChain> plan_;  // null: CrownEngine's passes
+  at::Tensor root_radius_;              // [n], double: the root box's (input_split_scores)
   std::string unplanned_why_;
   detail::DomainQueue<SubBox> queue_;
   int64_t bounded_ = 0;  // by this group
@@ -321,11 +329,12 @@ void InputBab::bound_root(RoundReport& mine) {
   try {
     // Boxes live on the CPU (cheap to split one by one); each batch goes to the device at once.
     const InputBox root = io::enclosing_box(problem_.vnnlib_case, g_, g_.dtype());
+    root_radius_ = ((root.upper.to(at::kDouble) - root.lower.to(at::kDouble)) / 2).reshape({-1});
     std::vector<SubBox> first(1);
     first.front().lower = values_of(root.lower);
     first.front().upper = values_of(root.upper);
     const at::Tensor corners =
-        bound_boxes(g_, problem_.objective, bo_, passes_, plan_.get(), first);
+        bound_boxes(g_, problem_.objective, bo_, passes_, plan_.get(), root_radius_, first);
     const bool leader = world_.group_index() == 0;
     bounded_ = leader ? 1 : 0;  // the root counts once, as group 0's
     mine.counterexample = check_candidates(g_, problem_.vnnlib_case, corners);
@@ -356,7 +365,7 @@ void InputBab::split_and_bound(std::vector<std::pair<int64_t, SubBox>>& planned,
   children = clip_halves(std::move(children), g_.dtype());
   if (children.empty()) return;
   const at::Tensor corners =
-      bound_boxes(g_, problem_.objective, bo_, passes_, plan_.get(), children);
+      bound_boxes(g_, problem_.objective, bo_, passes_, plan_.get(), root_radius_, children);
   bounded_ += int64_t(children.size());
   at::Tensor candidate_points = corners;
   if (o_.attack_every > 0 && res_.rounds % o_.attack_every == 0) {
