@@ -51,7 +51,7 @@ TEST(InputSplitScore, ChoosesTheDimensionThatAddsTheMostLooseness) {
   const auto d = at::TensorOptions().dtype(at::kDouble);
   const at::Tensor A = at::tensor({3.0, 2.0, 0.1, 0.0, 2.0, 0.1}, d).reshape({1, 2, 3});
   const at::Tensor radius = at::tensor({0.5, 0.5, 1.0}, d).reshape({1, 3});
-  const at::Tensor proved = at::zeros({1}, d);  // no share for unexplored width
+  const at::Tensor proved = at::zeros({1, 2}, d);  // no deficit: the widths do not count
   const at::Tensor root = at::ones({3}, d);
   const at::Tensor score = bab::input_split_scores(A, radius, proved, root);
   EXPECT_EQ(score.argmax(1).item<int64_t>(), 1) << score;
@@ -61,18 +61,18 @@ TEST(InputSplitScore, ChoosesTheDimensionThatAddsTheMostLooseness) {
   EXPECT_EQ(flat.argmax(1).item<int64_t>(), 2) << flat;
 }
 
-// A box far from proved whose linear bound hides a wide dimension (A ≈ 0 there) while the
-// others are a few ulps wide: that dimension, not one the linear bound leans on.
+// A box whose gap its linear bound's spread cannot explain (A ≈ 0 in a wide dimension, the
+// others a few ulps wide): the dimension that spans the most of its root width, not one the
+// linear bound leans on. A gap the spread explains: where the linear bound leans.
 TEST(InputSplitScore, SplitsAWideDimensionTheLinearBoundHides) {
   const auto d = at::TensorOptions().dtype(at::kDouble);
   const at::Tensor A = at::tensor({200.0, 1e-7, 150.0}, d).reshape({1, 1, 3});
-  const at::Tensor radius = at::tensor({3e-8, 0.25, 3e-8}, d).reshape({1, 3});
+  const at::Tensor radius = at::tensor({3e-8, 0.125, 3e-8}, d).reshape({1, 3});
   const at::Tensor root = at::tensor({0.04, 0.5, 0.5}, d);
-  const at::Tensor open = at::tensor({-13.8}, d);
-  EXPECT_EQ(bab::input_split_scores(A, radius, open, root).argmax(1).item<int64_t>(), 1);
-  // Boxes the linear bound describes split where it leans most (150 · 0.3).
-  const at::Tensor spread = at::tensor({0.2, 0.25, 0.3}, d).reshape({1, 3});
-  EXPECT_EQ(bab::input_split_scores(A, spread, open, root).argmax(1).item<int64_t>(), 2);
+  const at::Tensor gap = at::tensor({-0.0047}, d).reshape({1, 1});  // spread ~1e-5
+  EXPECT_EQ(bab::input_split_scores(A, radius, gap, root).argmax(1).item<int64_t>(), 1);
+  const at::Tensor spread = at::tensor({0.2, 0.25, 0.3}, d).reshape({1, 3});  // spread 85
+  EXPECT_EQ(bab::input_split_scores(A, spread, gap, root).argmax(1).item<int64_t>(), 2);
 }
 
 // Records the A reaching the input in passes from `start`.

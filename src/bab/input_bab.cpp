@@ -94,16 +94,19 @@ ClippedBoxes clip_to_violations(const at::Tensor& lower, const at::Tensor& upper
   return {at::where(empty.unsqueeze(1), lower, l), at::where(empty.unsqueeze(1), upper, u), empty};
 }
 
-at::Tensor input_split_scores(const at::Tensor& A, const at::Tensor& radius,
-                              const at::Tensor& value, const at::Tensor& root_radius) {
-  // Shapes: A [B, K, n], radius [B, n], value [B], root_radius [n]. Every row counts: a
+at::Tensor input_split_scores(const at::Tensor& A, const at::Tensor& radius, const at::Tensor& gap,
+                              const at::Tensor& root_radius) {
+  // Shapes: A [B, K, n], radius [B, n], gap [B, K], root_radius [n]. Every row counts: a
   // conjunction is proved by whichever row gets above its threshold, and the best row alone can
   // be flat in a dimension the others need split. A tiny width term orders dimensions no row
   // depends on.
+  const at::Tensor spread = (A.abs() * radius.unsqueeze(1)).sum(2);  // [B, K]
+  const auto [value, best] = gap.max(1);                             // [B]
+  const at::Tensor deficit =
+      (-value - spread.gather(1, best.unsqueeze(1)).squeeze(1)).clamp_min(0).unsqueeze(1);
   const at::Tensor unexplored =
       at::where(root_radius > 0, radius / root_radius.clamp_min(1e-300), at::zeros_like(radius));
-  const at::Tensor open = (-value).clamp_min(0).unsqueeze(1);  // [B, 1]
-  return (A.abs().sum(1) + 1e-9) * radius + kUnexploredShare * open * unexplored;
+  return (A.abs().sum(1) + 1e-9) * radius + kDeficitShare * deficit * unexplored;
 }
 
 namespace {
@@ -239,7 +242,7 @@ at::Tensor bound_boxes(const BoundGraph& g, const Objective& objective,
   const at::Tensor radius = (clipped.upper - clipped.lower) / 2;  // [B, n]
   const at::Tensor centre = (clipped.upper + clipped.lower) / 2;
   const at::Tensor dims =
-      input_split_scores(Ad, radius, values, root_radius).argmax(1).contiguous();  // [B]
+      input_split_scores(Ad, radius, gap.to(at::kDouble).cpu(), root_radius).argmax(1).contiguous();
   const at::Tensor lo_r = outward_values(clipped.lower, g.dtype(), -1);
   const at::Tensor hi_r = outward_values(clipped.upper, g.dtype(), +1);
   const at::Tensor empty = clipped.empty.contiguous();

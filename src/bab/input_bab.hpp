@@ -33,18 +33,19 @@ ClippedBoxes clip_to_violations(const at::Tensor& lower, const at::Tensor& upper
 
 /// The score of halving each input dimension of each box (the largest is split): the looseness
 /// Σ_k |A_ki|·radius_i that dimension adds to the rows' linear bounds (α,β-CROWN's "sb" input
-/// split score, summed over the rows), A [B, K, n], radius [B, n], plus a share
-/// (kUnexploredShare) of how far the box is from proved, max(−value, 0) with value [B], times
-/// the fraction of its root width the dimension still spans, radius_i / root_radius_i
-/// (root_radius [n]). The linear bound sees only the input's direct effect: a box left wide in
-/// a dimension whose effect the relaxations hide (A_i ≈ 0) while the others shrink to a few
-/// ulps would otherwise never be split there (ACAS Xu 1_4 property 1 stalled at −13.82 for
-/// 260,000 boxes so). Returns [B, n]. (A predicted gain of the worse half, which prefers
-/// dimensions where rows pull opposite ways, needed more boxes on the ACAS Xu fixtures:
-/// docs/archive/results-2026.md.)
-inline constexpr double kUnexploredShare = 0.01;
-at::Tensor input_split_scores(const at::Tensor& A, const at::Tensor& radius,
-                              const at::Tensor& value, const at::Tensor& root_radius);
+/// split score, summed over the rows), A [B, K, n], radius [B, n]; plus, where the box's best
+/// row (the largest gap, gap [B, K] = lower bound − threshold) misses its threshold by more than
+/// its linear bound's whole spread Σ_i |A_ki|·radius_i, a tenth (kDeficitShare) of that deficit
+/// times the fraction of its root width each dimension still spans, radius_i / root_radius_i
+/// (root_radius [n]). Such a gap is the relaxations' looseness, which the linear bound does not
+/// attribute to any input (its A_i can be ≈ 0 for a dimension whose width makes the ReLUs
+/// unstable), and halving by A alone then shrinks the other dimensions to ulps (ACAS Xu 1_4
+/// property 1 stalled at −13.82 for 260,000 boxes so). Returns [B, n]. (A predicted gain of the
+/// worse half, which prefers dimensions where rows pull opposite ways, needed more boxes on the
+/// ACAS Xu fixtures: docs/archive/results-2026.md.)
+inline constexpr double kDeficitShare = 0.1;
+at::Tensor input_split_scores(const at::Tensor& A, const at::Tensor& radius, const at::Tensor& gap,
+                              const at::Tensor& root_radius);
 
 /// Proves `problem.objective` over the case's box by halving sub-boxes, or finds a
 /// counterexample, or runs out of time/rounds (options.bound: the passes' options). Across ranks
