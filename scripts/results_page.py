@@ -242,7 +242,8 @@ def verify_groups(part):
     out = {}
     for r in rows(part):
         model = os.path.splitext(os.path.basename(r["model"]))[0]
-        key = (r["benchmark"], "acasxu_* (6 nets)" if r["benchmark"] == "acasxu" else model)
+        key = (r["benchmark"], "acasxu_* (45 nets)" if r["benchmark"].startswith("acasxu")
+               else model)
         out.setdefault(key, []).append(r)
     return out
 
@@ -570,6 +571,24 @@ def render_families(m, t, parts):
                     body)
 
 
+def render_input_throughput(m, t, parts):
+    """bench_input_throughput CSVs: boxes/s per build and passes, the first row the baseline."""
+    body = []
+    for label, p in parts:
+        rs = rows(p)
+        base = float(rs[0]["boxes_per_s"])
+        for r in rs:
+            pct = lambda f: f"{100 * float(f):.0f} %" if f else "–"  # noqa: E731
+            body.append([r["build"], r["passes"], r["boxes"],
+                         f"{r['bab_s_median']} ({r['bab_s_min']}–{r['bab_s_max']})",
+                         r["boxes_per_s"], f"{float(r['boxes_per_s']) / base:.2f}×",
+                         r["mflop_per_box"] or "–", r["gflop_per_s"] or "–",
+                         f"{pct(r['of_gemm_peak'])} / {pct(r['of_shape_peak'])}", label])
+    return md_table(["build", "passes", "boxes", "BaB s, median (min–max)", "boxes/s",
+                     "× first row", "MFLOP/box", "GFLOP/s", "of GEMM peak (1024³ / pass shape)",
+                     "run"], body)
+
+
 RENDER = {
     "agreement": render_agreement, "alpha": render_alpha, "vs_auto_lirpa": render_vs_auto_lirpa,
     "verify": render_verify, "vs_abcrown": render_vs_abcrown,
@@ -579,6 +598,7 @@ RENDER = {
     "alpha_memory": render_alpha_memory,
     "fsdp": render_fsdp, "tp": render_tp, "bab_parallel": render_bab_parallel,
     "verify_sharded": render_verify_sharded, "gpu": render_gpu, "robustness": render_robustness,
+    "input_throughput": render_input_throughput,
 }
 
 

@@ -143,12 +143,12 @@ TEST(PlannedChain, SoundBySampling) {
 // A box bounded with others, alone, and in another batch: the same bits.
 TEST(PlannedChain, EachBoxIndependentOfTheBatch) {
   const Net net = build(random_layers({5, 40, 40, 40, 5}, 21));
-  const InputBox box = random_boxes(12, 5, at::kFloat, 22);
+  const InputBox box = random_boxes(40, 5, at::kFloat, 22);  // more than one pass's boxes
   const at::Tensor C = at::eye(5, at::kDouble).slice(0, 0, 4) - at::eye(5, at::kDouble).slice(0, 1);
   const ChainBounds all = planned_bounds(net.graph, box, C);
-  const InputBox odd{box.lower.slice(0, 1, 12, 2), box.upper.slice(0, 1, 12, 2)};
+  const InputBox odd{box.lower.slice(0, 1, 40, 2), box.upper.slice(0, 1, 40, 2)};
   const ChainBounds odds = planned_bounds(net.graph, odd, C);
-  for (int64_t b = 0; b < 12; ++b) {
+  for (int64_t b = 0; b < 40; ++b) {
     const InputBox one{box.lower.slice(0, b, b + 1), box.upper.slice(0, b, b + 1)};
     const ChainBounds alone = planned_bounds(net.graph, one, C);
     EXPECT_TRUE(at::equal(alone.crown_lower[0], all.crown_lower[b])) << "box " << b;

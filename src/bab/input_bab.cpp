@@ -296,11 +296,13 @@ class InputBab {
   /// Branch and bound until decided, out of rounds, or past the deadline.
   BabResult run() {
     try {
-      return search();
+      search();
     } catch (const DeadlineReached&) {
       res_.status = BabStatus::kTimeout;
-      return res_;
     }
+    res_.planned = plan_ != nullptr;
+    res_.pass_flops = plan_ != nullptr ? plan_->flops() : 0;
+    return res_;
   }
 
  private:

@@ -121,7 +121,8 @@ const std::vector<OptionSpec>& table() {
        "groups, shard, split (input or relu: what branch and bound splits), intermediate (the "
        "scheme of the bounding passes), domains_bounded, domains_per_group, domains_moved "
        "(between groups), domains_moved_in_groups (spec-parallel: between a group's ranks), "
-       "counterexample_group, bab_min_batch, memory (peak_bytes resident, the largest over the "
+       "counterexample_group, bab_min_batch, bab_passes (planned or reference), bab_pass_flops, "
+       "memory (peak_bytes resident, the largest over the "
        "ranks, and per rank; limit_bytes), comm",
        field(
            [](RunOptions & r) -> auto& { return r.report; }, output_path())},

@@ -35,6 +35,10 @@ constexpr int64_t kMinColumns = 16;
 // running sum would chain every addition on the last. Rows are padded to a multiple of kLanes
 // too, with zeros in A and finite values in the relaxations.
 constexpr int64_t kLanes = 8;
+// Boxes bounded in one pass: a pass's rows (up to 2·width per box and layer) then stay in the
+// caches; a larger batch is bounded in pieces of this many.
+constexpr int64_t kBoxesPerPass = 32;
+
 int64_t padded(int64_t n) { return std::max(kMinColumns, (n + kLanes - 1) / kLanes * kLanes); }
 
 template <class T>
@@ -347,6 +351,7 @@ void ChainPlanOf<T>::interval_step(const Dense& d, const T* lo, const T* hi, int
   const int64_t Q = padded(d.out);
   times_by_rows<T>(B, Q, d.in, c, P, d.wt.data_ptr<T>(), out_lo);
   times_by_rows<T>(B, Q, d.in, r, P, d.wt_abs.data_ptr<T>(), out_hi);
+  flops_ += 4 * B * d.in * d.out;
   const T* bias = d.b.data_ptr<T>();
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t i = 0; i < d.out; ++i) {
@@ -416,6 +421,7 @@ void ChainPlanOf<T>::pull_to_input(int j, int64_t rows, int64_t lower_rows, cons
       bias[r] = bias[r] + added;
     }
     gemm_rows<T>(rows, padded(d.in), n, A2, P, d.w.data_ptr<T>(), padded(d.in), A, padded(d.in));
+    flops_ += 2 * rows * n * d.in;
   }
 }
 
@@ -434,6 +440,7 @@ void ChainPlanOf<T>::bound_layer(int k, int64_t B, const T* centre, const T* rad
     const int64_t P = padded(d.in);
     times_by_rows<T>(B, Q, d.in, centre, P, d.wt.data_ptr<T>(), lo);
     times_by_rows<T>(B, Q, d.in, radius, P, d.wt_abs.data_ptr<T>(), hi);
+    flops_ += 4 * B * d.in * d.out;
     const T* bias = d.b.data_ptr<T>();
     for (int64_t b = 0; b < B; ++b) {
       for (int64_t i = 0; i < n; ++i) {
@@ -487,6 +494,18 @@ void ChainPlanOf<T>::bound_layer(int k, int64_t B, const T* centre, const T* rad
 template <class T>
 ChainBounds ChainPlanOf<T>::bound(const InputBox& box, const Checkpoint& checkpoint) {
   const int64_t B = box.lower.size(0);
+  if (B > kBoxesPerPass) {
+    // In pieces whose rows stay in cache: a box's bits do not depend on its batch.
+    std::vector<at::Tensor> crown, ibp, coeffs;
+    for (int64_t s = 0; s < B; s += kBoxesPerPass) {
+      const int64_t e = std::min(B, s + kBoxesPerPass);
+      ChainBounds part = bound({box.lower.slice(0, s, e), box.upper.slice(0, s, e)}, checkpoint);
+      crown.push_back(std::move(part.crown_lower));
+      ibp.push_back(std::move(part.ibp_lower));
+      coeffs.push_back(std::move(part.input_A));
+    }
+    return {at::cat(crown), at::cat(ibp), at::cat(coeffs)};
+  }
   const at::Tensor x_lo = box.lower.reshape({B, -1}).to(dtype_).contiguous();
   const at::Tensor x_hi = box.upper.reshape({B, -1}).to(dtype_).contiguous();
   const int64_t n0 = layers_.front().in;

@@ -54,6 +54,13 @@ class PlannedChain {
   /// Bounds the boxes [B, *input_shape] (the graph's dtype); calls `checkpoint` before each
   /// layer's rows.
   virtual ChainBounds bound(const InputBox& box, const Checkpoint& checkpoint) = 0;
+
+  /// Floating-point operations of the products every bound() so far computed (2·m·n·k each,
+  /// the padding left out): what the planned passes' arithmetic was.
+  [[nodiscard]] int64_t flops() const { return flops_; }
+
+ protected:
+  int64_t flops_ = 0;
 };
 
 }  // namespace distcrown

@@ -158,6 +158,10 @@ struct BabResult {
   bool memory_limited = false;
   /// With BabOptions::measure_store: the queue's bytes at their peak.
   DomainStoreBytes peak_store;
+  /// Whether the rounds' passes ran planned (PassPath::kPlanned where it applied), and the
+  /// floating-point operations of their products (planned passes count them; 0 otherwise).
+  bool planned = false;
+  int64_t pass_flops = 0;
 };
 
 /// Why ReLU branch and bound cannot share its batches between a group's ranks

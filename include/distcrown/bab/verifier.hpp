@@ -87,6 +87,10 @@ struct VerifyResult {
   /// (max_k (lb_k − rhs_k) < 0); none when every branch and bound proved or none ran.
   std::optional<double> worst_bound;
   double bab_seconds = 0;  // in branch and bound (after the attack and the root)
+  /// Whether every branch and bound's rounds ran planned passes (false: none ran, or some ran
+  /// CrownEngine's), and the floating-point operations of the planned passes' products.
+  bool bab_planned = false;
+  int64_t bab_pass_flops = 0;
   /// The smallest batch a ReLU-splitting round ran with (0: none ran), and whether the memory
   /// limit (RunContext::memory_limit_bytes) shrank a batch, ended a branch and bound or stopped
   /// the root α-CROWN's optimisation (AlphaResult::memory_limited).
