@@ -312,6 +312,8 @@ class ChainPlanOf final : public PlannedChain {
   [[nodiscard]] int64_t width(int j) const { return layers_[size_t(j)].in; }  // ReLU j's
   void interval_step(const Dense& d, const T* lo, const T* hi, int64_t ld, bool relu, int64_t B,
                      T* out_lo, T* out_hi);
+  void interval_of(const Dense& d, const T* c, const T* r, int64_t P, int64_t B, T* out_lo,
+                   T* out_hi);
   void relax(int j, int64_t B);
   void start_rows(const Dense& d, int64_t count, const int64_t* neuron, T* A, T* bias) const;
   void pull_to_input(int j, int64_t rows, int64_t lower_rows, const int64_t* box_of, T* A, T* bias);
@@ -348,6 +350,14 @@ void ChainPlanOf<T>::interval_step(const Dense& d, const T* lo, const T* hi, int
       r[b * P + i] = (u - l) / T(2);
     }
   }
+  interval_of(d, c, r, P, B, out_lo, out_hi);
+}
+
+// out = d's interval over boxes of centre c and radius r ([B, P]): W·c + b ± |W|·r,
+// [B, padded(d.out)].
+template <class T>
+void ChainPlanOf<T>::interval_of(const Dense& d, const T* c, const T* r, int64_t P, int64_t B,
+                                 T* out_lo, T* out_hi) {
   const int64_t Q = padded(d.out);
   times_by_rows<T>(B, Q, d.in, c, P, d.wt.data_ptr<T>(), out_lo);
   times_by_rows<T>(B, Q, d.in, r, P, d.wt_abs.data_ptr<T>(), out_hi);
@@ -436,20 +446,8 @@ void ChainPlanOf<T>::bound_layer(int k, int64_t B, const T* centre, const T* rad
   T* lo = s.lo.template at_least<T>(B * Q, dtype_);
   T* hi = s.hi.template at_least<T>(B * Q, dtype_);
   if (k == 1) {
-    // Centre and radius of the box ([B, padded(n_0)]) are given: one product each.
-    const int64_t P = padded(d.in);
-    times_by_rows<T>(B, Q, d.in, centre, P, d.wt.data_ptr<T>(), lo);
-    times_by_rows<T>(B, Q, d.in, radius, P, d.wt_abs.data_ptr<T>(), hi);
-    flops_ += 4 * B * d.in * d.out;
-    const T* bias = d.b.data_ptr<T>();
-    for (int64_t b = 0; b < B; ++b) {
-      for (int64_t i = 0; i < n; ++i) {
-        const T mid = lo[b * Q + i] + bias[i];
-        const T rad = hi[b * Q + i];
-        lo[b * Q + i] = mid - rad;
-        hi[b * Q + i] = mid + rad;
-      }
-    }
+    // Centre and radius of the box ([B, padded(n_0)]) are given.
+    interval_of(d, centre, radius, padded(d.in), B, lo, hi);
     return;
   }
   const LayerState& prev = state_[size_t(k - 1)];
