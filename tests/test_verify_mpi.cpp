@@ -278,15 +278,16 @@ TEST_F(VerifyMpi, InputSplittingAgreesAtFourRanks) {
                                 {Layout{4, 4, "none"}, Layout{4, 2, "fsdp"}});
 }
 
-// ACAS Xu 2_1 property 2 is sat; without the attack (the box's centre only) input splitting
-// finds a counterexample after 15 boxes, in a round where the last group bounds it
-// (deterministic: the plan and the boxes' ids do not depend on timing; a change to the bounds
-// may move it to another group, and then another batch size restores the case). One group per
-// rank.
+// ACAS Xu 5_3 property 2 is sat; without the attack (the box's centre only) input splitting
+// finds a counterexample after 17,495 boxes, in a round where the last group bounds it at two
+// and at four groups (deterministic: the plan and the boxes' ids do not depend on timing; a
+// change to the bounds or the split may move it to another group, and then another batch size
+// or instance restores the case: 2_1 at batch 4 served until the split score changed). One
+// group per rank.
 void VerifyMpi::expect_last_group_finds_the_counterexample(int ranks) {
-  const std::string args = acas("2_1", 2) +
+  const std::string args = acas("5_3", 2) +
                            " --deterministic --attack-restarts 0 --attack-steps 0 "
-                           "--bab-batch-size 4";
+                           "--bab-batch-size 5";
   const json one = verify({1, 1, "none"}, args);
   ASSERT_EQ(one["result"], "sat") << one.dump();
   const Layout layout{ranks, ranks, "none"};

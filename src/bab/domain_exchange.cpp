@@ -26,7 +26,7 @@ class Writer {
   }
   void put_doubles(const std::vector<double>& v) {
     put(int64_t(v.size()));
-    out_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(double));
+    if (!v.empty()) out_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(double));
   }
   // Undefined tensors travel as a flag.
   void put_tensor(const at::Tensor& t) {
@@ -58,7 +58,7 @@ class Reader {
   std::vector<double> get_doubles() {
     const auto n = size_t(get<int64_t>());
     std::vector<double> v(n);
-    std::memcpy(v.data(), take(n * sizeof(double)).data(), n * sizeof(double));
+    if (n > 0) std::memcpy(v.data(), take(n * sizeof(double)).data(), n * sizeof(double));
     return v;
   }
   at::Tensor get_tensor(const at::Device& device) {

@@ -288,7 +288,7 @@ class InputBab {
         problem_(problem),
         bo_(bound_options),
         progress_(progress) {
-    if (o.passes == PassPath::kPlanned) {
+    if (o.passes == PassPath::kPlanned && problem.objective.rhs.size(0) > 0) {
       plan_ = PlannedChain::plan(g, problem.objective.C, bound_options, unplanned_why_);
     }
   }
