@@ -193,7 +193,9 @@ nlohmann::json run_facts(const RunOptions& a, collective::Communicator& world,
       r.counterexample_group ? nlohmann::json(*r.counterexample_group) : nlohmann::json();
   j["bab_time_s"] = r.bab_seconds;
   // Which passes branch and bound's rounds ran, and the FLOPs of the planned ones' products.
-  j["bab_passes"] = r.bab_planned ? "planned" : "reference";
+  j["bab_passes"] = r.bab_searches == 0 ? nlohmann::json()
+                    : r.bab_planned     ? nlohmann::json("planned")
+                                        : nlohmann::json("reference");
   j["bab_pass_flops"] = r.bab_pass_flops;
   j["worst_bound"] = r.worst_bound ? nlohmann::json(*r.worst_bound) : nlohmann::json();
   // The smallest batch of a ReLU-splitting round (null: none ran), and this rank's memory limit

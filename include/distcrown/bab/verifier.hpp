@@ -87,8 +87,10 @@ struct VerifyResult {
   /// (max_k (lb_k − rhs_k) < 0); none when every branch and bound proved or none ran.
   std::optional<double> worst_bound;
   double bab_seconds = 0;  // in branch and bound (after the attack and the root)
-  /// Whether every branch and bound's rounds ran planned passes (false: none ran, or some ran
-  /// CrownEngine's), and the floating-point operations of the planned passes' products.
+  /// Branch and bound searches run; whether every one's rounds ran planned passes (false: none
+  /// ran, or some ran CrownEngine's), and the floating-point operations of the planned passes'
+  /// products.
+  int bab_searches = 0;
   bool bab_planned = false;
   int64_t bab_pass_flops = 0;
   /// The smallest batch a ReLU-splitting round ran with (0: none ran), and whether the memory
