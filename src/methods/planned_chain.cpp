@@ -279,13 +279,24 @@ at::Tensor as_rows(const BoundGraph& g, int to, const at::Tensor& weights) {
   return weights.reshape(shape);
 }
 
-// ReLU j's relaxation for every box (ops::relu_relaxation, element by element): [B, padded(n)].
+// c = (u + l) / 2 and r = (u − l) / 2 of B rows of n bounds l, u (leading dimension ld), ReLU'd
+// first when `relu`, into c and r [B, P] (columns past n left as they are).
 template <class T>
-struct Relaxation {
-  T* lower_d = nullptr;  // the lower line's slope (0 or 1)
-  T* upper_d = nullptr;  // the upper line's slope
-  T* upper_b = nullptr;  // its intercept
-};
+void centre_and_radius(const T* lo, const T* hi, int64_t ld, int64_t n, int64_t B, bool relu, T* c,
+                       T* r, int64_t P) {
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t i = 0; i < n; ++i) {
+      T l = lo[b * ld + i];
+      T u = hi[b * ld + i];
+      if (relu) {
+        l = std::max(l, T(0));
+        u = std::max(u, T(0));
+      }
+      c[b * P + i] = (u + l) / T(2);
+      r[b * P + i] = (u - l) / T(2);
+    }
+  }
+}
 
 template <class T>
 class ChainPlanOf final : public PlannedChain {
@@ -338,18 +349,7 @@ void ChainPlanOf<T>::interval_step(const Dense& d, const T* lo, const T* hi, int
   const int64_t P = padded(d.in);
   T* c = centre_.at_least<T>(B * P, dtype_);
   T* r = radius_.at_least<T>(B * P, dtype_);
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t i = 0; i < d.in; ++i) {
-      T l = lo[b * ld + i];
-      T u = hi[b * ld + i];
-      if (relu) {
-        l = std::max(l, T(0));
-        u = std::max(u, T(0));
-      }
-      c[b * P + i] = (u + l) / T(2);
-      r[b * P + i] = (u - l) / T(2);
-    }
-  }
+  centre_and_radius(lo, hi, ld, d.in, B, relu, c, r, P);
   interval_of(d, c, r, P, B, out_lo, out_hi);
 }
 
@@ -508,19 +508,13 @@ ChainBounds ChainPlanOf<T>::bound(const InputBox& box, const Checkpoint& checkpo
   const at::Tensor x_hi = box.upper.reshape({B, -1}).to(dtype_).contiguous();
   const int64_t n0 = layers_.front().in;
   const int64_t P0 = padded(n0);
-  // The box's centre and radius, [B, padded(n_0)], kept for every pass's concretisation.
+  // The box's centre and radius, [B, padded(n_0)] (zeros past n_0, which the dot products
+  // read), kept for every pass's concretisation.
   at::Tensor centre_t = at::zeros({B, P0}, x_lo.options());
   at::Tensor radius_t = at::zeros({B, P0}, x_lo.options());
   T* centre = centre_t.data_ptr<T>();
   T* radius = radius_t.data_ptr<T>();
-  const T* xl = x_lo.data_ptr<T>();
-  const T* xh = x_hi.data_ptr<T>();
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t i = 0; i < n0; ++i) {
-      centre[b * P0 + i] = (xh[b * n0 + i] + xl[b * n0 + i]) / T(2);
-      radius[b * P0 + i] = (xh[b * n0 + i] - xl[b * n0 + i]) / T(2);
-    }
-  }
+  centre_and_radius(x_lo.data_ptr<T>(), x_hi.data_ptr<T>(), n0, n0, B, false, centre, radius, P0);
   for (int k = 1; k <= L_; ++k) {
     checkpoint();
     bound_layer(k, B, centre, radius);
@@ -559,7 +553,7 @@ ChainBounds ChainPlanOf<T>::bound(const InputBox& box, const Checkpoint& checkpo
   T* y_lo = mid_.at_least<T>(B * Q, dtype_);
   T* y_hi = rad_.at_least<T>(B * Q, dtype_);
   if (L_ == 0) {
-    interval_step(last, xl, xh, n0, false, B, y_lo, y_hi);
+    interval_of(last, centre, radius, P0, B, y_lo, y_hi);
   } else {
     const LayerState& s = state_[size_t(L_)];
     interval_step(last, s.lo.template data<T>(), s.hi.template data<T>(), padded(width(L_)), true,
