@@ -234,7 +234,7 @@ at::Tensor bound_boxes(const BoundGraph& g, const Objective& objective,
   }
   const at::Tensor rhs = objective.rhs.to(at::kDouble).to(lb.device());
   const at::Tensor gap = lb.to(at::kDouble) - rhs;                           // [B, K]
-  const at::Tensor values = gap.amax(1).to(at::kDouble).cpu().contiguous();  // [B]
+  const at::Tensor values = gap.amax(1).cpu().contiguous();                  // [B]
   const at::Tensor Ad = A.to(at::kDouble).cpu().contiguous();                // [B, K, n]
   const at::Tensor linear_gap = crown_lb.to(at::kDouble).cpu() - rhs.cpu();  // [B, K]
   // Only a counterexample's region matters: shrink each box to it (abcrown's input clipping).
@@ -242,7 +242,7 @@ at::Tensor bound_boxes(const BoundGraph& g, const Objective& objective,
   const at::Tensor radius = (clipped.upper - clipped.lower) / 2;  // [B, n]
   const at::Tensor centre = (clipped.upper + clipped.lower) / 2;
   const at::Tensor dims =
-      input_split_scores(Ad, radius, gap.to(at::kDouble).cpu(), root_radius).argmax(1).contiguous();
+      input_split_scores(Ad, radius, gap.cpu(), root_radius).argmax(1).contiguous();
   const at::Tensor lo_r = outward_values(clipped.lower, g.dtype(), -1);
   const at::Tensor hi_r = outward_values(clipped.upper, g.dtype(), +1);
   const at::Tensor empty = clipped.empty.contiguous();
@@ -289,7 +289,8 @@ class InputBab {
         bo_(bound_options),
         progress_(progress) {
     if (o.passes == PassPath::kPlanned && problem.objective.rhs.size(0) > 0) {
-      plan_ = PlannedChain::plan(g, problem.objective.C, bound_options, unplanned_why_);
+      std::string unplanned;  // why CrownEngine's passes run instead
+      plan_ = PlannedChain::plan(g, problem.objective.C, bound_options, unplanned);
     }
   }
 
@@ -306,7 +307,8 @@ class InputBab {
   }
 
  private:
-  BabResult search();
+  /// The rounds; the outcome is in res_.
+  void search();
   /// Bounds the whole box; its outcome goes into `mine`, and group 0 queues it when open.
   void bound_root(RoundReport& mine);
   /// One round's work on its planned parents: halve, clip, bound, check candidates, queue the
@@ -324,7 +326,6 @@ class InputBab {
   Progress& progress_;
   std::unique_ptr<PlannedChain> plan_;  // null: CrownEngine's passes
   at::Tensor root_radius_;              // [n], double: the root box's (input_split_scores)
-  std::string unplanned_why_;
   detail::DomainQueue<SubBox> queue_;
   int64_t bounded_ = 0;  // by this group
   BabResult res_;
@@ -388,13 +389,13 @@ void InputBab::split_and_bound(std::vector<std::pair<int64_t, SubBox>>& planned,
   }
 }
 
-BabResult InputBab::search() {
+void InputBab::search() {
   c10::NoGradGuard no_grad;
   BabResult& res = res_;
   if (problem_.objective.rhs.size(0) == 0) {
     res.reason = "a disjunct without output constraints holds everywhere";
     res.status = BabStatus::kUnknown;
-    return res;
+    return;
   }
   // Every group bounds the root (the same computation everywhere); group 0 queues it. From here
   // on the groups bound their own shares of each round: a rank's own outcomes (a counterexample,
@@ -419,7 +420,7 @@ BabResult InputBab::search() {
         groups, tally, o_, "a box too small to halve was not proved", progress_, res);
     if (round.end) {
       res.status = *round.end;
-      return res;
+      return;
     }
     std::vector<std::pair<int64_t, SubBox>> planned = detail::take_planned(
         world_, round.plan, candidates, queue_.heap(),
