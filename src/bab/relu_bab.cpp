@@ -86,7 +86,8 @@ class ReluBab {
   detail::DomainBounder& bounder() { return bounder_; }
 
  private:
-  BabResult search(const RootStart* start);
+  /// The rounds; the outcome is in res_.
+  void search(const RootStart* start);
   Domain root(const RootStart* start);
   /// Bounds the root; its outcome (a counterexample, nothing to split) goes into `mine`.
   void bound_root(const RootStart* start, RoundReport& mine, detail::DomainQueue<Domain>& queue);
@@ -244,13 +245,15 @@ std::optional<Counterexample> ReluBab::attack_from(const std::vector<Domain>& ds
 BabResult ReluBab::run(const RootStart* start) {
   progress_.start("bab (relu splits)");
   try {
-    return search(start);
+    search(start);
   } catch (const DeadlineReached&) {
     // Only from a step that every rank takes together (search catches the rest).
     res_.status = BabStatus::kTimeout;
     res_.domains_bounded = bounder_.bounded();
-    return res_;
   }
+  res_.planned = bounder_.planned();
+  res_.pass_flops = bounder_.pass_flops();
+  return res_;
 }
 
 void ReluBab::bound_root(const RootStart* start, RoundReport& mine,
@@ -303,12 +306,12 @@ void ReluBab::split_and_bound(std::vector<std::pair<int64_t, Domain>>& planned, 
   }
 }
 
-BabResult ReluBab::search(const RootStart* start) {
+void ReluBab::search(const RootStart* start) {
   BabResult& res = res_;
   if (K_ == 0) {
     res.reason = "a disjunct without output constraints holds everywhere";
     res.status = BabStatus::kUnknown;
-    return res;
+    return;
   }
   // Every group bounds the root (the same computation everywhere); group 0 queues it. From
   // here on, a rank's own outcomes (a counterexample, a deadline inside a pass, a dropped
@@ -341,7 +344,7 @@ BabResult ReluBab::search(const RootStart* start) {
         res);
     if (round.end) {
       res.status = *round.end;
-      return res;
+      return;
     }
     res.min_batch = res.min_batch == 0 ? round.batch : std::min(res.min_batch, round.batch);
     res.memory_limited = res.memory_limited || round.batch < o_.batch;

@@ -284,7 +284,17 @@ DomainBounder::DomainBounder(const BoundGraph& g, const ReluLayout& layout,
       bo_(bound_options),
       passes_(PassContext::stopping_at(std::move(checkpoint))),
       box_(std::move(box)),
-      share_(std::move(share)) {}
+      share_(std::move(share)) {
+  if (o_.passes != PassPath::kPlanned || share_ || obj_.C.size(0) == 0 || layout_.any_general() ||
+      !layout_.other_pre().empty()) {
+    return;
+  }
+  std::string unplanned;  // why CrownEngine's passes run instead
+  planned_ = PlannedBeta::plan(g_, obj_.C, box_, unplanned);
+  std::vector<int> relus;
+  for (size_t r = 0; r < layout_.size(); ++r) relus.push_back(layout_.relu(r));
+  if (planned_ && planned_->relus() != relus) planned_.reset();
+}
 
 int64_t DomainBounder::group_max(int64_t n) const {
   at::Tensor t = at::full({1}, n, at::TensorOptions().dtype(at::kLong).device(g_.device()));
@@ -292,8 +302,9 @@ int64_t DomainBounder::group_max(int64_t n) const {
   return t.item<int64_t>();
 }
 
-Bounded DomainBounder::bound(std::vector<Domain>& ds, int iterations, bool optimise) {
-  if (!share_) return bound_here(ds, iterations, optimise);
+Bounded DomainBounder::bound(std::vector<Domain>& ds, int iterations, bool optimise,
+                             bool values_only) {
+  if (!share_) return bound_here(ds, iterations, optimise, values_only);
   // Every rank of the group bounds `per` domains in the same passes (FSDP gathers the weights
   // inside them; the optimisation leaves early only when the group's are all proved): its own,
   // then copies of its last (of the spare when it has none), whose results are dropped.
@@ -304,7 +315,7 @@ Bounded DomainBounder::bound(std::vector<Domain>& ds, int iterations, bool optim
   const Domain pad = n > 0 ? part.back() : *spare_;
   part.resize(size_t(per), pad);
   const int64_t counted = bounded_;
-  Bounded b = bound_here(part, iterations, optimise, n);
+  Bounded b = bound_here(part, iterations, optimise, values_only, n);
   bounded_ = counted + n;
   for (int64_t i = 0; i < n; ++i) ds[size_t(i)] = std::move(part[size_t(i)]);
   b.values = b.values.narrow(0, 0, n);
@@ -319,9 +330,9 @@ namespace {
 // each free unstable neuron, over the spec rows that still matter (joined disjuncts drop those
 // proved on the domain); every neuron's, as domains keep them (one AllGather under TP):
 // [B, 2, N_all].
-at::Tensor branching_scores(const Batch& b, const SplitHook& hook, const at::Tensor& best,
-                            const Objective& obj, const ReluLayout& layout, bool take_max,
-                            const BoundGraph& g) {
+at::Tensor branching_scores(const Batch& b, const std::vector<at::Tensor>& relu_A,
+                            const at::Tensor& best, const Objective& obj, const ReluLayout& layout,
+                            bool take_max, const BoundGraph& g) {
   const int64_t K = obj.rhs.size(0);
   const int64_t B = best.size(0);
   const size_t R = layout.size();
@@ -330,9 +341,8 @@ at::Tensor branching_scores(const Batch& b, const SplitHook& hook, const at::Ten
   for (size_t r = 0; r < R; ++r) {
     const at::Tensor l = b.pre[r].lower.reshape({B, -1});
     const at::Tensor u = b.pre[r].upper.reshape({B, -1});
-    const at::Tensor A = hook.relu_A[r].defined()
-                             ? hook.relu_A[r].slice(0, 0, K).reshape({K, B, -1})
-                             : at::zeros({K, B, l.size(1)}, best.options());
+    const at::Tensor A = relu_A[r].defined() ? relu_A[r].slice(0, 0, K).reshape({K, B, -1})
+                                             : at::zeros({K, B, l.size(1)}, best.options());
     const auto shape = b.pre[r].lower.sizes();
     if (layout.general(r)) {
       // Split again and again (each side narrower); no intercept score: BaBSR's own decides
@@ -402,7 +412,8 @@ void store(std::vector<Domain>& ds, const at::Tensor& values, const Batch& b,
 }  // namespace
 
 Bounded DomainBounder::bound_here(std::vector<Domain>& ds, int iterations, bool optimise,
-                                  std::optional<int64_t> real) {
+                                  bool values_only, std::optional<int64_t> real) {
+  if (planned_) return bound_planned(ds, iterations, optimise, values_only);
   const auto B = int64_t(ds.size());
   const size_t R = layout_.size();
   Batch batch = gather(ds, layout_, box_, g_, optimise);
@@ -434,7 +445,7 @@ Bounded DomainBounder::bound_here(std::vector<Domain>& ds, int iterations, bool 
                                ? at::where(w.split[r] > 0, w.pre[r].upper, w.pre[r].lower)
                                : at::Tensor());
     }
-    hook.record = last;
+    hook.record = last && !values_only;
     engine.set_hook(&hook);
     const at::Tensor lb = engine.output_bounds(obj_.C, true, false).lower;  // [B', K]
     if (!best.defined()) {
@@ -443,7 +454,7 @@ Bounded DomainBounder::bound_here(std::vector<Domain>& ds, int iterations, bool 
       best.index_copy_(0, w.keep, at::maximum(best.index_select(0, w.keep), lb.detach()));
     }
     if (last) {
-      out.recorded = true;
+      out.recorded = !values_only;
       break;
     }
     if (passes_.checkpoint.deadline.expired()) break;
@@ -471,14 +482,94 @@ Bounded DomainBounder::bound_here(std::vector<Domain>& ds, int iterations, bool 
   bounded_ += B;
   out.lower = best;
   out.values = domain_values(obj_, best);  // [B]
+  if (values_only) return out;
   batch.alpha = w.alpha;
   batch.beta = w.beta;
   const at::Tensor scores = out.recorded
-                                ? branching_scores(batch, hook, best, obj_, layout_,
+                                ? branching_scores(batch, hook.relu_A, best, obj_, layout_,
                                                    o_.branching_reduce == BranchingReduce::kMax, g_)
                                 : at::Tensor();
   store(ds, out.values, batch, scores, refresh_after, layout_, optimise);
   out.input_A = hook.input_A;
+  return out;
+}
+
+// The same search through the plan: each domain's α and β optimised by the planned passes and
+// their closed-form gradients (methods/planned_beta.hpp). Without --deterministic a domain leaves
+// the optimisation as soon as it is proved (its bounds and parameters do not depend on the
+// others', so the open domains' optimisation is the same), and the recorded pass bounds the open
+// ones only (the proved are never queued).
+Bounded DomainBounder::bound_planned(std::vector<Domain>& ds, int iterations, bool optimise,
+                                     bool values_only) {
+  const auto B = int64_t(ds.size());
+  const size_t R = layout_.size();
+  Batch batch = gather(ds, layout_, box_, g_, false);
+  const size_t refresh_after = optimise && o_.intermediate == BabIntermediate::kRefresh
+                                   ? earliest_split(batch.whole_split)
+                                   : R;
+  refresh(batch, g_, layout_, bo_, refresh_after);  // a chain has no other relaxed node
+  std::vector<at::Tensor> lower;
+  std::vector<at::Tensor> upper;
+  for (const Interval& i : batch.pre) {
+    lower.push_back(i.lower);
+    upper.push_back(i.upper);
+  }
+  planned_->load({B, &lower, &upper, &batch.split, &batch.alpha, &batch.beta}, optimise);
+  const bool prune = optimise && !o_.deterministic;
+  std::vector<int64_t> active(static_cast<size_t>(B));
+  for (int64_t i = 0; i < B; ++i) active[size_t(i)] = i;
+  const auto long_options = at::TensorOptions().dtype(at::kLong);
+  at::Tensor best;  // [B, K]
+  Bounded out;
+  const int passes = std::max(1, optimise ? iterations : 1);
+  for (int it = 0; it < passes; ++it) {
+    const bool last = it + 1 == passes;
+    passes_.checkpoint();
+    const at::Tensor lb = planned_->pass(active, last && !values_only);  // [active, K]
+    const at::Tensor rows = at::tensor(active, long_options);
+    if (!best.defined()) {
+      best = lb;
+    } else {
+      best.index_copy_(0, rows, at::maximum(best.index_select(0, rows), lb));
+    }
+    if (last) {
+      out.recorded = !values_only;
+      break;
+    }
+    if (passes_.checkpoint.deadline.expired()) break;
+    const at::Tensor open = domain_values(obj_, best.index_select(0, rows)) <= 0;  // [active]
+    const int64_t n_open = open.sum().item<int64_t>();
+    if (!o_.deterministic && n_open == 0) break;
+    if (!planned_->movable()) break;  // nothing to optimise
+    planned_->step(o_.lr_alpha, o_.lr_beta);
+    if (prune && n_open < int64_t(active.size())) {
+      const at::Tensor keep = open.contiguous();
+      const bool* k = keep.data_ptr<bool>();
+      std::vector<int64_t> still;
+      for (size_t i = 0; i < active.size(); ++i) {
+        if (k[i]) still.push_back(active[i]);
+      }
+      active = std::move(still);
+    }
+  }
+  bounded_ += B;
+  out.lower = best;
+  out.values = domain_values(obj_, best);  // [B]
+  if (values_only) return out;
+  if (optimise) planned_->alpha_beta(batch.alpha, batch.beta);
+  std::vector<at::Tensor> relu_A;
+  if (out.recorded) {
+    for (size_t r = 0; r < R; ++r) relu_A.push_back(planned_->relu_A(r));
+    std::vector<int64_t> in_shape{obj_.C.size(0)};
+    in_shape.insert(in_shape.end(), g_.input_shape().begin(), g_.input_shape().end());
+    in_shape[1] = B;
+    out.input_A = planned_->input_A().reshape(in_shape);
+  }
+  const at::Tensor scores = out.recorded
+                                ? branching_scores(batch, relu_A, best, obj_, layout_,
+                                                   o_.branching_reduce == BranchingReduce::kMax, g_)
+                                : at::Tensor();
+  store(ds, out.values, batch, scores, refresh_after, layout_, optimise);
   return out;
 }
 

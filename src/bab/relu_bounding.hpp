@@ -8,6 +8,7 @@
 // Under spec-parallel branch and bound the ranks of a group bound their own domains in the same
 // passes.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "distcrown/methods/options.hpp"
 #include "distcrown/methods/pass_context.hpp"
 #include "domain.hpp"
+#include "methods/planned_beta.hpp"
 #include "relu_layout.hpp"
 
 namespace distcrown::bab::detail {
@@ -37,17 +39,24 @@ class DomainBounder {
  public:
   /// `box` [1, *input_shape] on the graph's device; `share`: the group's ranks that split each
   /// batch (spec-parallel), null when none. The passes stop at `checkpoint`, and the
-  /// optimisation of a batch at its deadline.
+  /// optimisation of a batch at its deadline. They run planned under PassPath::kPlanned where
+  /// the plan applies (a chain of affine nodes and ReLUs on the CPU, not spec-parallel).
   DomainBounder(const BoundGraph& g, const ReluLayout& layout, const Objective& objective,
                 const BabOptions& options, const BoundOptions& bound_options, Checkpoint checkpoint,
                 InputBox box, collective::CommPtr share);
 
-  /// Bounds `ds` and writes each domain's value (floored at its parent's when `optimise`; FSB's
-  /// trial values stay unfloored, they rank candidate splits against each other), α, β, scores
-  /// and refreshed bounds. Alone, or under spec-parallel this rank's own domains in the same
-  /// passes as its group's other ranks (on the group's largest count, padded with copies of its
-  /// last domain or of the spare), each rank's results its own; collective over the group then.
-  Bounded bound(std::vector<Domain>& ds, int iterations, bool optimise);
+  /// Bounds `ds` and writes each domain's value (floored at its parent's when `optimise`), α, β,
+  /// scores and refreshed bounds. Alone, or under spec-parallel this rank's own domains in the
+  /// same passes as its group's other ranks (on the group's largest count, padded with copies of
+  /// its last domain or of the spare), each rank's results its own; collective over the group
+  /// then. With `values_only` (FSB's trial children, which are never queued) the domains are not
+  /// written and no pass is recorded: only the values are returned (unfloored: they rank
+  /// candidate splits against each other).
+  Bounded bound(std::vector<Domain>& ds, int iterations, bool optimise, bool values_only = false);
+
+  /// Whether the passes run planned (methods/planned_beta.hpp), and their products' FLOPs.
+  [[nodiscard]] bool planned() const { return planned_ != nullptr; }
+  [[nodiscard]] int64_t pass_flops() const { return planned_ ? planned_->flops() : 0; }
 
   /// Domains this rank has bounded (padding excluded).
   [[nodiscard]] int64_t bounded() const { return bounded_; }
@@ -64,8 +73,10 @@ class DomainBounder {
  private:
   /// `real`: the first positions that are domains of the search; the rest pad a spec-parallel
   /// share and do not keep the optimisation going.
-  Bounded bound_here(std::vector<Domain>& ds, int iterations, bool optimise,
+  Bounded bound_here(std::vector<Domain>& ds, int iterations, bool optimise, bool values_only,
                      std::optional<int64_t> real = std::nullopt);
+  /// bound_here through the plan.
+  Bounded bound_planned(std::vector<Domain>& ds, int iterations, bool optimise, bool values_only);
 
   const BoundGraph& g_;
   const ReluLayout& layout_;
@@ -77,6 +88,7 @@ class DomainBounder {
   collective::CommPtr share_;
   std::optional<Domain> spare_;
   int64_t bounded_ = 0;
+  std::unique_ptr<PlannedBeta> planned_;  // null: CrownEngine's passes
 };
 
 }  // namespace distcrown::bab::detail

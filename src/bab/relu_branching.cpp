@@ -88,7 +88,7 @@ std::vector<Split> choose_splits(const std::vector<Domain>& parents, int64_t bat
     std::vector<Domain> part(
         std::make_move_iterator(trial.begin() + long(s)),
         std::make_move_iterator(trial.begin() + long(std::min(trial.size(), s + piece))));
-    pieces.push_back(bounder.bound(part, 0, false).values);
+    pieces.push_back(bounder.bound(part, 0, false, true).values);
   }
   if (trial.empty()) return picks;
   const auto v = at::cat(pieces).to(at::kDouble).contiguous();

@@ -154,6 +154,7 @@ void add_search(VerifyResult& r, const BabResult& b) {
   r.memory_limited = r.memory_limited || b.memory_limited;
   r.bab_planned = b.planned && (r.bab_planned || r.bab_searches == 0);
   ++r.bab_searches;
+  r.bab_rounds += b.rounds;
   r.bab_pass_flops += b.pass_flops;
   if (b.status != BabStatus::kProved && b.rounds > 0) r.worst_bound = b.worst_value;
   r.domains_per_group.resize(b.domains_per_group.size(), 0);

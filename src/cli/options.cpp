@@ -122,6 +122,7 @@ const std::vector<OptionSpec>& table() {
        "scheme of the bounding passes), domains_bounded, domains_per_group, domains_moved "
        "(between groups), domains_moved_in_groups (spec-parallel: between a group's ranks), "
        "counterexample_group, bab_min_batch, bab_passes (planned or reference), bab_pass_flops, "
+       "bab_rounds, "
        "memory (peak_bytes resident, the largest over the "
        "ranks, and per rank; limit_bytes), comm",
        field(
@@ -207,8 +208,9 @@ const std::vector<OptionSpec>& table() {
        "(the better child's)",
        field([](RunOptions & r) -> auto& { return r.verify.bab.branching_reduce; })},
       {"passes", Applies::kVerify,
-       "planned (input splitting's passes on a chain of affine layers and ReLUs run through a "
-       "plan made once: BLAS products and fused loops) or reference (the generic engine)",
+       "planned (branch and bound's passes on a chain of affine layers and ReLUs, input or "
+       "ReLU splitting, run through a plan made once: BLAS products, fused loops, closed-form "
+       "alpha/beta gradients) or reference (the generic engine and autograd)",
        field([](RunOptions & r) -> auto& { return r.verify.bab.passes; })},
       {"split", Applies::kVerify,
        "auto (input splitting for <= 32 free inputs, else ReLU splitting), input or relu",

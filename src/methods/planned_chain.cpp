@@ -11,86 +11,30 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
-#include "distcrown/graph/param.hpp"
-
-// The BLAS LibTorch's CPU library carries and exports (MKL on x86-64, OpenBLAS on arm64) by its
-// Fortran names; ATen's own cpublas::gemm is not exported. LP64 integers.
-extern "C" {
-void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
-            const float* alpha, const float* a, const int* lda, const float* b, const int* ldb,
-            const float* beta, float* c, const int* ldc);
-void dgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
-            const double* alpha, const double* a, const int* lda, const double* b, const int* ldb,
-            const double* beta, double* c, const int* ldc);
-}
+#include "methods/planned_common.hpp"
 
 namespace distcrown {
 namespace {
 
-// Products at least this many columns wide round each row independently of the others
-// (ops::kRowIndependentMinColumns): every matrix a product writes is padded to it with zeros.
-constexpr int64_t kMinColumns = 16;
-// The loops over a row take kLanes elements at a time, as 16-byte vectors (GCC/Clang vector
-// extensions: SSE2 on any x86-64, NEON on arm64), each with its own partial sums, since one
-// running sum would chain every addition on the last. Rows are padded to a multiple of kLanes
-// too, with zeros in A and finite values in the relaxations.
-constexpr int64_t kLanes = 8;
+using planned::centre_and_radius;
+using planned::centre_radius_dots;
+using planned::Dense;
+using planned::gemm_rows;
+using planned::kLanes;
+using planned::kMinColumns;
+using planned::kVecLanes;
+using planned::kVecs;
+using planned::load;
+using planned::padded;
+using planned::Scratch;
+using planned::store;
+using planned::times_by_rows;
+using planned::total;
+using planned::Vec;
+
 // Boxes bounded in one pass: a pass's rows (up to 2·width per box and layer) then stay in the
 // caches; a larger batch is bounded in pieces of this many.
 constexpr int64_t kBoxesPerPass = 32;
-
-int64_t padded(int64_t n) { return std::max(kMinColumns, (n + kLanes - 1) / kLanes * kLanes); }
-
-template <class T>
-struct VecOf {
-  typedef T type __attribute__((vector_size(16)));  // NOLINT(modernize-use-using)
-};
-template <class T>
-using Vec = typename VecOf<T>::type;
-template <class T>
-constexpr int64_t kVecLanes = 16 / int64_t(sizeof(T));
-template <class T>
-constexpr int64_t kVecs = kLanes / kVecLanes<T>;  // vectors per kLanes elements
-
-// Vectors travel by reference: by value their ABI depends on the target's SIMD (-Wpsabi).
-template <class T>
-const Vec<T>& load(const T* p, Vec<T>& v) {
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
-}
-template <class T>
-void store(T* p, const Vec<T>& v) {
-  __builtin_memcpy(p, &v, sizeof v);
-}
-// The sum of kVecs vectors' lanes.
-template <class T>
-T total(const Vec<T> (&parts)[kVecs<T>]) {
-  Vec<T> sum = parts[0];
-  for (int64_t u = 1; u < kVecs<T>; ++u) sum += parts[u];
-  T t = sum[0];
-  for (int64_t l = 1; l < kVecLanes<T>; ++l) t += sum[l];
-  return t;
-}
-
-// Σ a_i·x_i and Σ |a_i|·r_i over P (a multiple of kLanes) elements.
-template <class T>
-std::pair<T, T> centre_radius_dots(const T* a, const T* x, const T* r, int64_t P) {
-  constexpr int64_t V = kVecs<T>;
-  constexpr int64_t W = kVecLanes<T>;
-  Vec<T> dc[V] = {};
-  Vec<T> dr[V] = {};
-  const Vec<T> zero{};
-  Vec<T> v;
-  Vec<T> w;
-  for (int64_t i = 0; i < P; i += kLanes) {
-    for (int64_t u = 0; u < V; ++u) {
-      load(a + i + u * W, v);
-      dc[u] += v * load(x + i + u * W, w);
-      dr[u] += (v < zero ? -v : v) * load(r + i + u * W, w);
-    }
-  }
-  return {total<T>(dc), total<T>(dr)};
-}
 
 // One row through a ReLU step and the bias of the affine map before it (ops/relu.cpp
 // relax_side): o = pos·pos_d + neg·neg_d with pos = max(a, 0), neg = a − pos; returns the
@@ -120,182 +64,6 @@ T relax_row(const T* a, const T* pos_d, const T* neg_d, const T* b_u, const T* b
     }
   }
   return total<T>(taken) + total<T>(through);
-}
-
-// Row-major out [M, Q] = x [M, K] (leading dimension ldx) · w [K, Q], Q a multiple of kLanes,
-// row by row in a fixed order: a row's bits never depend on M (BLAS picks its kernel by shape,
-// and for one row another one). The IBP products are this small.
-template <class T>
-void times_by_rows(int64_t M, int64_t Q, int64_t K, const T* x, int64_t ldx, const T* w, T* out) {
-  constexpr int64_t W = kVecLanes<T>;
-  Vec<T> acc;
-  Vec<T> v;
-  for (int64_t m = 0; m < M; ++m) {
-    T* o = out + m * Q;
-    std::fill_n(o, Q, T(0));
-    for (int64_t k = 0; k < K; ++k) {
-      const T s = x[m * ldx + k];
-      const T* row = w + k * Q;
-      for (int64_t q = 0; q < Q; q += W) {
-        load(o + q, acc);
-        acc += s * load(row + q, v);
-        store(o + q, acc);
-      }
-    }
-  }
-}
-
-// Row-major C [M, N] = A [M, K] · B [K, N] (leading dimensions lda, ldb, ldc), through BLAS's
-// column-major gemm as Cᵀ = Bᵀ·Aᵀ.
-template <class T>
-void gemm_rows(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B, int64_t ldb,
-               T* C, int64_t ldc) {
-  if (M == 0) return;
-  const char no = 'N';
-  const auto m = int(N);
-  const auto n = int(M);
-  const auto k = int(K);
-  const auto la = int(ldb);
-  const auto lb = int(lda);
-  const auto lc = int(ldc);
-  const T one = 1;
-  const T zero = 0;
-  if constexpr (std::is_same_v<T, float>) {
-    sgemm_(&no, &no, &m, &n, &k, &one, B, &la, A, &lb, &zero, C, &lc);
-  } else {
-    dgemm_(&no, &no, &m, &n, &k, &one, B, &la, A, &lb, &zero, C, &lc);
-  }
-}
-
-// A scratch tensor that grows to the largest size asked for and is then reused (a tensor, so
-// that the memory accountant sees it).
-class Scratch {
- public:
-  template <class T>
-  T* at_least(int64_t n, at::ScalarType dtype) {
-    if (!t_.defined() || t_.numel() < n)
-      t_ = at::empty({std::max(n, t_.defined() ? 2 * t_.numel() : n)}, at::TensorOptions(dtype));
-    return t_.data_ptr<T>();
-  }
-  /// What at_least() last gave.
-  template <class T>
-  [[nodiscard]] const T* data() const {
-    return t_.data_ptr<T>();
-  }
-
- private:
-  at::Tensor t_;
-};
-
-// y = W x + b, stored for the two products a pass makes: A·W (backward) and x·Wᵀ (IBP).
-struct Dense {
-  int64_t out = 0;
-  int64_t in = 0;
-  at::Tensor w;       // [out, padded(in)]
-  at::Tensor wt;      // [in, padded(out)]
-  at::Tensor wt_abs;  // |W|ᵀ, as wt
-  at::Tensor b;       // [padded(out)], zeros past out
-};
-
-Dense make_dense(const at::Tensor& W, const at::Tensor& b) {
-  Dense d;
-  d.out = W.size(0);
-  d.in = W.size(1);
-  d.w = at::zeros({d.out, padded(d.in)}, W.options());
-  d.w.narrow(1, 0, d.in).copy_(W);
-  d.wt = at::zeros({d.in, padded(d.out)}, W.options());
-  d.wt.narrow(1, 0, d.out).copy_(W.t());
-  d.wt_abs = d.wt.abs();
-  d.b = at::zeros({padded(d.out)}, W.options());
-  d.b.narrow(0, 0, d.out).copy_(b);
-  return d;
-}
-
-// The nodes of a chain: runs[0] from the input to the first ReLU, runs[j] between ReLU j and
-// ReLU j + 1, runs[L] from the last ReLU to the output; the node each run starts from (its
-// input: node 0 or a ReLU) and ends at (the ReLU's input or the output; the start when empty).
-struct Chain {
-  std::vector<std::vector<int>> runs;
-  std::vector<int> from;
-  std::vector<int> to;
-};
-
-std::optional<Chain> find_chain(const BoundGraph& g, std::string& why) {
-  Chain c;
-  c.runs.emplace_back();
-  c.from.push_back(0);
-  int i = 0;
-  while (i != g.output()) {
-    const GraphNode& here = g.node(i);
-    if (here.users.size() != 1) {
-      why = "node '" + here.name + "' feeds " + std::to_string(here.users.size()) + " nodes";
-      return std::nullopt;
-    }
-    const int next = here.users.front();
-    const GraphNode& node = g.node(next);
-    const OpTraits t = node.op->traits();
-    if (node.inputs.size() != 1) {
-      why = "node '" + node.name + "' has " + std::to_string(node.inputs.size()) + " inputs";
-      return std::nullopt;
-    }
-    if (node.op->op_type() == "Relu") {
-      c.to.push_back(i);
-      c.runs.emplace_back();
-      c.from.push_back(next);
-    } else if (t.affine && !t.needs_input_bounds && !t.needs_centre_values) {
-      c.runs.back().push_back(next);
-    } else {
-      why = "node '" + node.name + "' (" + node.op->op_type() + ") is neither affine nor a ReLU";
-      return std::nullopt;
-    }
-    i = next;
-  }
-  c.to.push_back(g.output());
-  return c;
-}
-
-// The rows [S, 1, *shape of `to`] pulled back through the run's nodes to the run's input:
-// {A [S, n_in], bias [S]}. Affine nodes read no bounds.
-std::pair<at::Tensor, at::Tensor> pull_back(const BoundGraph& g, const std::vector<int>& run,
-                                            at::Tensor rows, int64_t n_in) {
-  BiasPair bias;
-  BoundA a{std::move(rows), {}};
-  const int64_t S = a.lA.size(0);
-  for (auto it = run.rbegin(); it != run.rend(); ++it) {
-    const GraphNode& node = g.node(*it);
-    const std::vector<const Interval*> none(node.inputs.size(), nullptr);
-    a = node.op->backward(a, none, bias).at(0);
-  }
-  at::Tensor b =
-      bias.lower.defined() ? bias.lower.reshape({S}).contiguous() : at::zeros({S}, a.lA.options());
-  return {a.lA.reshape({S, n_in}).contiguous(), std::move(b)};
-}
-
-// Rows `weights` [S, n_out] on the output of `to` as the A of a pass ([S, 1, *shape]).
-at::Tensor as_rows(const BoundGraph& g, int to, const at::Tensor& weights) {
-  std::vector<int64_t> shape{weights.size(0)};
-  const auto& s = g.node(to).shape;
-  shape.insert(shape.end(), s.begin(), s.end());
-  return weights.reshape(shape);
-}
-
-// c = (u + l) / 2 and r = (u − l) / 2 of B rows of n bounds l, u (leading dimension ld), ReLU'd
-// first when `relu`, into c and r [B, P] (columns past n left as they are).
-template <class T>
-void centre_and_radius(const T* lo, const T* hi, int64_t ld, int64_t n, int64_t B, bool relu, T* c,
-                       T* r, int64_t P) {
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t i = 0; i < n; ++i) {
-      T l = lo[b * ld + i];
-      T u = hi[b * ld + i];
-      if (relu) {
-        l = std::max(l, T(0));
-        u = std::max(u, T(0));
-      }
-      c[b * P + i] = (u + l) / T(2);
-      r[b * P + i] = (u - l) / T(2);
-    }
-  }
 }
 
 template <class T>
@@ -577,17 +345,6 @@ ChainBounds ChainPlanOf<T>::bound(const InputBox& box, const Checkpoint& checkpo
   return out;
 }
 
-// Every parameter a plain tensor of this process (not an FSDP shard, which a plan would gather
-// and keep whole).
-bool parameters_local(const BoundGraph& g) {
-  for (int i = 1; i < g.size(); ++i) {
-    for (ParamPtr* p : g.node(i).op->params()) {
-      if (*p && dynamic_cast<const LocalParam*>(p->get()) == nullptr) return false;
-    }
-  }
-  return true;
-}
-
 }  // namespace
 
 std::unique_ptr<PlannedChain> PlannedChain::plan(const BoundGraph& g, const at::Tensor& C,
@@ -596,36 +353,12 @@ std::unique_ptr<PlannedChain> PlannedChain::plan(const BoundGraph& g, const at::
     why = "the planned pass computes the tight_unstable scheme only";
     return nullptr;
   }
-  if (!g.device().is_cpu()) {
-    why = "the planned pass runs on the CPU";
-    return nullptr;
-  }
-  if (g.dtype() != at::kFloat && g.dtype() != at::kDouble) {
-    why = "the planned pass computes in float32 or float64";
-    return nullptr;
-  }
-  if (g.tensor_parallel_group() || !parameters_local(g)) {
-    why = "the planned pass needs every parameter whole in this process";
-    return nullptr;
-  }
-  const std::optional<Chain> chain = find_chain(g, why);
+  if (why = planned::planned_refusal(g); !why.empty()) return nullptr;
+  std::optional<planned::ComposedChain> chain = planned::compose_chain(g, C, why);
   if (!chain) return nullptr;
-  c10::NoGradGuard no_grad;
+  std::vector<Dense> layers = std::move(chain->layers);
+  Dense spec = std::move(chain->spec);
   const auto options_of = at::TensorOptions().dtype(g.dtype());
-  std::vector<Dense> layers;
-  Dense spec;
-  for (size_t j = 0; j < chain->runs.size(); ++j) {
-    const int64_t n_in = g.node_numel(chain->from[j]);
-    const int64_t n_out = g.node_numel(chain->to[j]);
-    const at::Tensor eye = at::eye(n_out, options_of);
-    auto [W, b] = pull_back(g, chain->runs[j], as_rows(g, chain->to[j], eye), n_in);
-    layers.push_back(make_dense(W, b));
-    if (j + 1 == chain->runs.size()) {
-      auto [WC, bC] =
-          pull_back(g, chain->runs[j], as_rows(g, chain->to[j], C.to(options_of)), n_in);
-      spec = make_dense(WC, bC);
-    }
-  }
   const at::Tensor Cd = C.to(options_of).contiguous();
   if (g.dtype() == at::kFloat) {
     return std::make_unique<ChainPlanOf<float>>(std::move(layers), std::move(spec), Cd);

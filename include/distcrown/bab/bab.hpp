@@ -28,8 +28,9 @@ constexpr auto enum_table(Branching) {
 }
 
 /// Which implementation runs the passes a search repeats: a plan made once where the graph and
-/// options allow it (methods/planned_chain.hpp: input splitting on a chain of affine nodes and
-/// ReLUs), else CrownEngine's generic passes; kReference runs CrownEngine's everywhere.
+/// options allow it (a chain of affine nodes and ReLUs on the CPU: methods/planned_chain.hpp for
+/// input splitting, methods/planned_beta.hpp for ReLU splitting), else CrownEngine's generic
+/// passes; kReference runs CrownEngine's everywhere.
 enum class PassPath { kPlanned, kReference };
 
 constexpr auto enum_table(PassPath) {

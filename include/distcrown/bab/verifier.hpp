@@ -91,6 +91,7 @@ struct VerifyResult {
   /// ran, or some ran CrownEngine's), and the floating-point operations of the planned passes'
   /// products.
   int bab_searches = 0;
+  int64_t bab_rounds = 0;  // over every search
   bool bab_planned = false;
   int64_t bab_pass_flops = 0;
   /// The smallest batch a ReLU-splitting round ran with (0: none ran), and whether the memory
