@@ -571,22 +571,41 @@ def render_families(m, t, parts):
                     body)
 
 
-def render_input_throughput(m, t, parts):
-    """bench_input_throughput CSVs: boxes/s per build and passes, the first row the baseline."""
+def throughput_rows(parts, unit, middle):
+    """bench_bab_throughput CSV rows: build, passes, count, BaB seconds, count/s and its ratio to
+    the first row, `middle(r)`'s cells, GFLOP/s and the fractions of the GEMM peak, the run."""
     body = []
+    pct = lambda f: f"{100 * float(f):.0f} %" if f else "–"  # noqa: E731
     for label, p in parts:
         rs = rows(p)
-        base = float(rs[0]["boxes_per_s"])
+        base = float(rs[0][f"{unit}_per_s"])
         for r in rs:
-            pct = lambda f: f"{100 * float(f):.0f} %" if f else "–"  # noqa: E731
-            body.append([r["build"], r["passes"], r["boxes"],
+            body.append([r["build"], r["passes"], r[unit],
                          f"{r['bab_s_median']} ({r['bab_s_min']}–{r['bab_s_max']})",
-                         r["boxes_per_s"], f"{float(r['boxes_per_s']) / base:.2f}×",
-                         r["mflop_per_box"] or "–", r["gflop_per_s"] or "–",
-                         f"{pct(r['of_gemm_peak'])} / {pct(r['of_shape_peak'])}", label])
+                         r[f"{unit}_per_s"], f"{float(r[f'{unit}_per_s']) / base:.2f}×"]
+                        + middle(r) + [r["gflop_per_s"] or "–",
+                                       f"{pct(r['of_gemm_peak'])} / {pct(r['of_shape_peak'])}",
+                                       label])
+    return body
+
+
+def render_input_throughput(m, t, parts):
+    """bench_bab_throughput --case input CSVs: boxes/s per build and passes, the first row the
+    baseline."""
+    body = throughput_rows(parts, "boxes", lambda r: [r["mflop_per_box"] or "–"])
     return md_table(["build", "passes", "boxes", "BaB s, median (min–max)", "boxes/s",
                      "× first row", "MFLOP/box", "GFLOP/s", "of GEMM peak (1024³ / pass shape)",
                      "run"], body)
+
+
+def render_relu_throughput(m, t, parts):
+    """bench_bab_throughput --case relu CSVs: domains/s per build and passes (the first row the
+    baseline), a round's time, one α/β pass's and the fixed rest's."""
+    body = throughput_rows(parts, "domains", lambda r: [
+        r["ms_per_round"] or "–", r["ms_per_pass"] or "–", r["fixed_ms_per_round"] or "–"])
+    return md_table(["build", "passes", "domains", "BaB s, median (min–max)", "domains/s",
+                     "× first row", "ms a round", "ms an α/β pass", "fixed ms a round",
+                     "GFLOP/s", "of GEMM peak (1024³ / pass shape)", "run"], body)
 
 
 RENDER = {
@@ -598,7 +617,7 @@ RENDER = {
     "alpha_memory": render_alpha_memory,
     "fsdp": render_fsdp, "tp": render_tp, "bab_parallel": render_bab_parallel,
     "verify_sharded": render_verify_sharded, "gpu": render_gpu, "robustness": render_robustness,
-    "input_throughput": render_input_throughput,
+    "input_throughput": render_input_throughput, "relu_throughput": render_relu_throughput,
 }
 
 
