@@ -197,19 +197,21 @@ std::optional<Counterexample> ReluBab::attack_from(const std::vector<Domain>& ds
   // The box corner minimising each domain's lower linear bound of each row, keyed by (id, row).
   const InputBox& box = bounder_.box();
   const auto B = int64_t(ds.size());
-  const at::Tensor A = b.input_A.slice(0, 0, K_);  // [K, B, *in]
-  const at::Tensor centre = (box.upper + box.lower) / 2;
+  const at::Tensor centre = (box.upper + box.lower) / 2;  // [1, *in]
   const at::Tensor radius = (box.upper - box.lower) / 2;
-  std::vector<at::Tensor> points;
+  std::vector<int64_t> open;
   std::vector<int64_t> keys;
   for (int64_t i = 0; i < B; ++i) {
     if (ds[size_t(i)].value > 0) continue;
-    for (int64_t k = 0; k < K_; ++k) {
-      points.push_back(centre - A[k][i].unsqueeze(0).sign() * radius);
-      keys.push_back(ds[size_t(i)].id * K_ + k);
-    }
+    open.push_back(i);
+    for (int64_t k = 0; k < K_; ++k) keys.push_back(ds[size_t(i)].id * K_ + k);
   }
-  at::Tensor x = points.empty() ? at::Tensor() : at::cat(points, 0);  // [n, *in]
+  at::Tensor x;  // [n, *in], n = open domains · K, in key order
+  if (!open.empty()) {
+    const at::Tensor index = at::tensor(open, at::kLong).to(b.input_A.device());
+    const at::Tensor A = b.input_A.slice(0, 0, K_).index_select(1, index).transpose(0, 1);
+    x = (centre - A.sign() * radius).flatten(0, 1);  // [open, K, *in] -> [n, *in]
+  }
   if (shared && share_) {
     // Every rank's corners, padded to the group's largest count (key -1), in key order: the
     // children's ids grow with their parents' plan positions, so this is one process's order.

@@ -68,28 +68,6 @@ T relax_beta_row(const T* a, const T* alpha, const T* beta, const T* unst, const
   return total<T>(taken) + total<T>(through);
 }
 
-// The gradient of a row's bound through that step, from h = H + bias (its gradient with respect
-// to o): g = h·slope where a >= 0, h·ud + ub where a < 0 (autograd's convention at a = 0: pos
-// takes it). P a multiple of kLanes.
-template <class T>
-void gradient_row(const T* H, const T* bias, const T* a, const T* alpha, const T* unst, const T* ld,
-                  const T* ud, const T* ub, T* g, int64_t P) {
-  constexpr int64_t W = kVecLanes<T>;
-  const Vec<T> zero{};
-  const Vec<T> half = zero + T(0.5);
-  Vec<T> v;
-  Vec<T> w1;
-  Vec<T> w2;
-  Vec<T> w3;
-  for (int64_t at = 0; at < P; at += W) {
-    const Vec<T> h = load(H + at, w1) + load(bias + at, w2);
-    const Vec<T> slope = load(unst + at, w1) > half ? load(alpha + at, w2) : load(ld + at, w3);
-    const Vec<T> neg_side = h * load(ud + at, w1) + load(ub + at, w2);
-    const Vec<T> out = load(a + at, v) >= zero ? h * slope : neg_side;
-    store(g + at, out);
-  }
-}
-
 // One Adam step (methods/adam.cpp's arithmetic) of a parameter p with moments m, v and gradient
 // g of the loss; `step` = −lr / bc1.
 template <class T>
@@ -99,11 +77,84 @@ T adam(T p, T& m, T& v, T g, T step, T bc2) {
   return p + step * (m / (std::sqrt(v / bc2) + T(kEpsilon)));
 }
 
-// A flat list per domain (CSR): the positions of its neurons whose α or β can move.
-struct PerDomain {
-  std::vector<int64_t> offsets;  // [B + 1]
-  std::vector<int32_t> index;
+// A row's parameters at one ReLU step and their Adam moments (at its parameter row), and its
+// domain's relaxation there (unstable marks, lower and upper slopes, upper intercepts, split
+// signs): [P] each.
+template <class T>
+struct StepRow {
+  T* alpha;
+  T* m_alpha;
+  T* v_alpha;
+  T* beta;
+  T* m_beta;
+  T* v_beta;
+  const T* unst;
+  const T* ld;
+  const T* ud;
+  const T* ub;
+  const T* sign;
 };
+
+// Adam (adam's arithmetic) on a vector of parameters, kept only in the lanes where `moves`.
+template <class T, class Mask>
+Vec<T> adam_where(const Mask& moves, Vec<T> p, T* m_at, T* v_at, const Vec<T>& g, T step, T bc2) {
+  Vec<T> m;
+  Vec<T> v;
+  load(m_at, m);
+  load(v_at, v);
+  const Vec<T> next_m = m * T(kBeta1) + g * T(1 - kBeta1);
+  const Vec<T> next_v = v * T(kBeta2) + g * g * T(1 - kBeta2);
+  Vec<T> root = next_v / bc2;
+  for (int64_t l = 0; l < kVecLanes<T>; ++l) root[l] = std::sqrt(root[l]);
+  store(m_at, moves ? next_m : m);
+  store(v_at, moves ? next_v : v);
+  return moves ? p + step * (next_m / (root + T(kEpsilon))) : p;
+}
+
+// A row's step back through a ReLU step, from h = H + bias (the gradient of its bound with
+// respect to o) and the pass's coefficients a: with kGradient, into g the gradient with respect to
+// the step's input, h·slope where a >= 0, h·ud + ub where a < 0 (autograd's convention at a = 0:
+// pos takes it), with the pass's α; then Adam on α where the neuron is unstable (gradient
+// −h·pos) and on β where it is split (−h·s). Every lane is computed and kept only where its entry
+// moves (a dropped lane's value, even inf or NaN, is never stored). P a multiple of kLanes;
+// `step_*` = −lr / bc1.
+template <class T, bool kGradient>
+void step_row(const T* H, const T* bias, const T* a, const StepRow<T>& p, T* g, T step_a, T step_b,
+              T bc2, int64_t P) {
+  constexpr int64_t W = kVecLanes<T>;
+  const Vec<T> zero{};
+  const Vec<T> one = zero + T(1);
+  const Vec<T> half = zero + T(0.5);
+  Vec<T> w1;
+  Vec<T> w2;
+  Vec<T> w3;
+  for (int64_t at = 0; at < P; at += W) {
+    const Vec<T> h = load(H + at, w1) + load(bias + at, w2);
+    Vec<T> coef;
+    load(a + at, coef);
+    Vec<T> alpha;
+    load(p.alpha + at, alpha);
+    const auto unstable = load(p.unst + at, w1) > half;
+    if constexpr (kGradient) {
+      const Vec<T> slope = unstable ? alpha : load(p.ld + at, w3);
+      const Vec<T> neg_side = h * load(p.ud + at, w1) + load(p.ub + at, w2);
+      store(g + at, coef >= zero ? h * slope : neg_side);
+    }
+    const Vec<T> pos = coef < zero ? zero : coef;  // std::max(a, 0)
+    Vec<T> next_a =
+        adam_where(unstable, alpha, p.m_alpha + at, p.v_alpha + at, -h * pos, step_a, bc2);
+    next_a = next_a < zero ? zero : (one < next_a ? one : next_a);  // std::clamp(·, 0, 1)
+    store(p.alpha + at, next_a);
+    Vec<T> sign;
+    load(p.sign + at, sign);
+    Vec<T> beta;
+    load(p.beta + at, beta);
+    Vec<T> next_b =
+        adam_where(sign != zero, beta, p.m_beta + at, p.v_beta + at, -h * sign, step_b, bc2);
+    next_b = next_b < zero ? zero : next_b;  // std::max(·, 0)
+    store(p.beta + at, next_b);
+  }
+}
 
 template <class T>
 class BetaPlanOf final : public PlannedBeta {
@@ -126,7 +177,7 @@ class BetaPlanOf final : public PlannedBeta {
   [[nodiscard]] at::Tensor input_A() const override { return input_A_; }
   [[nodiscard]] bool movable() const override {
     return std::any_of(layer_.begin() + 1, layer_.end(), [](const Layer& s) {
-      return !s.moving_alpha.index.empty() || !s.moving_beta.index.empty();
+      return std::any_of(s.moving.begin(), s.moving.end(), [](int64_t n) { return n > 0; });
     });
   }
 
@@ -138,14 +189,12 @@ class BetaPlanOf final : public PlannedBeta {
     Scratch unstable, lower_d, upper_d, upper_b, sign;
     Scratch alpha, beta, m_alpha, v_alpha, m_beta, v_beta;
     Scratch saved;
-    PerDomain moving_alpha, moving_beta;
+    std::vector<int64_t> moving;  // per domain, its unstable and split neurons (when optimised)
   };
 
   [[nodiscard]] int64_t width(int j) const { return layers_[size_t(j)].in; }  // n_j (n_0: input)
   void load_layer(int j, const SplitBatchView& batch, bool optimise);
   void record_rows();
-  void adam_row(Layer& s, int64_t P, int64_t d, int64_t pr, const T* H, const T* bias, const T* a,
-                T step_a, T step_b, T bc2);
 
   std::vector<Dense> layers_;   // layers_[j]: relu(z_j) -> z_{j+1} (z_0 = x); layers_[L]: -> y
   Dense spec_;                  // C·layers_[L]: relu(z_L) -> C·y
@@ -203,16 +252,12 @@ void BetaPlanOf<T>::load_layer(int j, const SplitBatchView& batch, bool optimise
     }
     for (T* t : {unst, ld, ud, ub, sign}) std::fill(t + o + n, t + o + P, T(0));
   }
-  s.moving_alpha = {{0}, {}};
-  s.moving_beta = {{0}, {}};
+  s.moving.assign(size_t(B), 0);
   if (optimise) {
     for (int64_t b = 0; b < B; ++b) {
-      for (int64_t i = 0; i < n; ++i) {
-        if (unst[b * P + i] != 0) s.moving_alpha.index.push_back(int32_t(i));
-        if (sign[b * P + i] != 0) s.moving_beta.index.push_back(int32_t(i));
-      }
-      s.moving_alpha.offsets.push_back(int64_t(s.moving_alpha.index.size()));
-      s.moving_beta.offsets.push_back(int64_t(s.moving_beta.index.size()));
+      s.moving[size_t(b)] =
+          std::count_if(unst + b * P, unst + b * P + n, [](T u) { return u != 0; }) +
+          std::count_if(sign + b * P, sign + b * P + n, [](T v) { return v != 0; });
     }
   }
   const int64_t rows = K_ * B;
@@ -321,37 +366,9 @@ void BetaPlanOf<T>::record_rows() {
   input_A_ = copy_out(0);
 }
 
-// Adam on one row's moving entries (P wide; d its domain, pr its parameter row): α where the
-// domain's neuron is unstable (gradient h·pos), β where it is split (h·s), with h = H + bias the
-// gradient of the row's bound with respect to its o. `step_*` = −lr / bc1.
-template <class T>
-void BetaPlanOf<T>::adam_row(Layer& s, int64_t P, int64_t d, int64_t pr, const T* H, const T* bias,
-                             const T* a, T step_a, T step_b, T bc2) {
-  const int64_t at = pr * P;
-  T* alpha = s.alpha.template mutable_data<T>() + at;
-  T* ma = s.m_alpha.template mutable_data<T>() + at;
-  T* va = s.v_alpha.template mutable_data<T>() + at;
-  const PerDomain& ua = s.moving_alpha;
-  for (int64_t e = ua.offsets[size_t(d)]; e < ua.offsets[size_t(d) + 1]; ++e) {
-    const int32_t i = ua.index[size_t(e)];
-    const T g = -(H[i] + bias[i]) * std::max(a[i], T(0));
-    alpha[i] = std::clamp(adam(alpha[i], ma[i], va[i], g, step_a, bc2), T(0), T(1));
-  }
-  T* beta = s.beta.template mutable_data<T>() + at;
-  T* mb = s.m_beta.template mutable_data<T>() + at;
-  T* vb = s.v_beta.template mutable_data<T>() + at;
-  const T* sign = s.sign.template data<T>() + d * P;
-  const PerDomain& ub = s.moving_beta;
-  for (int64_t e = ub.offsets[size_t(d)]; e < ub.offsets[size_t(d) + 1]; ++e) {
-    const int32_t i = ub.index[size_t(e)];
-    const T g = -(H[i] + bias[i]) * sign[i];
-    beta[i] = std::max(adam(beta[i], mb[i], vb[i], g, step_b, bc2), T(0));
-  }
-}
-
 // The gradient of Σ lb over the last pass's rows, from the input up: at the input
-// c − sign(A_0)·r; through layer j's product, H = G·W_{j−1}ᵀ; through ReLU j's step,
-// gradient_row; each layer's moving α and β updated once its gradient is known (the layers
+// c − sign(A_0)·r; through layer j's product, H = G·W_{j−1}ᵀ; through ReLU j's step and its
+// Adam update, step_row (each layer's α and β updated once its gradient is known: the layers
 // below it do not read them).
 template <class T>
 void BetaPlanOf<T>::step(double lr_alpha, double lr_beta) {
@@ -393,14 +410,18 @@ void BetaPlanOf<T>::step(double lr_alpha, double lr_beta) {
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t dom = active_[size_t(r % nA)];
       const int64_t pr = (r / nA) * B_ + dom;
-      if (below_top) {
-        gradient_row<T>(H + r * P, db, A + r * P, s.alpha.template data<T>() + pr * P,
-                        s.unstable.template data<T>() + dom * P,
-                        s.lower_d.template data<T>() + dom * P,
-                        s.upper_d.template data<T>() + dom * P,
-                        s.upper_b.template data<T>() + dom * P, next + r * P, P);
+      T* g = below_top ? next + r * P : nullptr;
+      if (g == nullptr && s.moving[size_t(dom)] == 0) continue;
+      const auto row = [&](Scratch& t) { return t.template mutable_data<T>() + pr * P; };
+      const auto of = [&](const Scratch& t) { return t.template data<T>() + dom * P; };
+      const StepRow<T> p{row(s.alpha),  row(s.m_alpha), row(s.v_alpha), row(s.beta),
+                         row(s.m_beta), row(s.v_beta),  of(s.unstable), of(s.lower_d),
+                         of(s.upper_d), of(s.upper_b),  of(s.sign)};
+      if (g != nullptr) {
+        step_row<T, true>(H + r * P, db, A + r * P, p, g, step_a, step_b, bc2, P);
+      } else {
+        step_row<T, false>(H + r * P, db, A + r * P, p, g, step_a, step_b, bc2, P);
       }
-      adam_row(s, P, dom, pr, H + r * P, db, A + r * P, step_a, step_b, bc2);
     }
     std::swap(G, next);
   }
