@@ -135,6 +135,29 @@ TEST(RoundAttack, DrawsFreshStartsEachRound) {
   EXPECT_GT(misses, 0);
 }
 
+// Domain groups share a round's attack out: each group a part of the random starts, seeded apart,
+// and of the worst domains' points; one group keeps the whole attack, seeded by the round alone.
+TEST(RoundAttack, GroupsShareTheRoundsAttack) {
+  bab::AttackOptions root;
+  root.seed = 3;
+  const bab::AttackOptions whole = bab::round_attack(root, 7, 0, 1);
+  EXPECT_EQ(whole.restarts, 16);
+  EXPECT_EQ(whole.seed, 10u);
+  EXPECT_EQ(bab::round_attack_starts(1), 64);
+  const bab::AttackOptions first = bab::round_attack(root, 7, 0, 2);
+  const bab::AttackOptions second = bab::round_attack(root, 7, 1, 2);
+  EXPECT_EQ(first.restarts, 8);
+  EXPECT_EQ(second.restarts, 8);
+  EXPECT_NE(first.seed, second.seed);
+  EXPECT_NE(second.seed, bab::round_attack(root, 8, 0, 2).seed);
+  EXPECT_EQ(bab::round_attack(root, 7, 2, 3).restarts, 6);
+  EXPECT_EQ(bab::round_attack_starts(2), 32);
+  EXPECT_EQ(bab::round_attack_starts(3), 22);
+  EXPECT_THROW(bab::round_attack(root, 7, 2, 2), InvalidArgument);
+  EXPECT_THROW(bab::round_attack(root, 7, 0, 0), InvalidArgument);
+  EXPECT_THROW(bab::round_attack_starts(0), InvalidArgument);
+}
+
 // A network with a Sign layer has no gradient: PGD from the box's centre alone (no random
 // starts) cannot move, and the random sign steps it takes instead (kept where the margin does not
 // rise) reach the 3 % of the box where the unsafe output holds.

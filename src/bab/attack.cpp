@@ -113,14 +113,21 @@ std::optional<Counterexample> check_candidates(const BoundGraph& g, const io::Vn
   return std::nullopt;
 }
 
-AttackOptions round_attack(const AttackOptions& root, int64_t round) {
+AttackOptions round_attack(const AttackOptions& root, int64_t round, int group, int groups) {
+  if (groups < 1 || group < 0 || group >= groups) throw InvalidArgument("attack: group index");
   AttackOptions a = root;
-  // At most 16 random starts (a quarter of the root attack's default): it runs every few rounds.
-  a.restarts = std::min(root.restarts, 16);
-  a.seed = root.seed + uint64_t(round);
+  // At most 16 random starts (a quarter of the root attack's default): it runs every few rounds,
+  // in every group (a group's attack costs the same whatever its share of the round's domains).
+  a.restarts = (std::min(root.restarts, 16) + groups - 1) / groups;
+  a.seed = root.seed + uint64_t(round) + uint64_t(group) * 0x9E3779B97F4A7C15ULL;
   a.steps = std::min(root.steps, 30);
   a.samples = 0;  // its starts are the worst domains' points
   return a;
+}
+
+int64_t round_attack_starts(int groups) {
+  if (groups < 1) throw InvalidArgument("attack: group count");
+  return (64 + groups - 1) / groups;
 }
 
 std::optional<Counterexample> pgd_attack(const AttackOptions& options, const Checkpoint& until,

@@ -239,9 +239,12 @@ std::optional<Counterexample> ReluBab::attack_from(const std::vector<Domain>& ds
   if (auto cex = check_candidates(g_, problem_.vnnlib_case, x)) return cex;
   if (!pgd_round) return std::nullopt;
   // The group's deadline: groups run their rounds' passes apart.
-  return pgd_attack(round_attack(o_.attack, *pgd_round), Checkpoint{deadline_, &progress_}, g_,
-                    problem_.vnnlib_case, problem_.disjuncts,
-                    x.slice(0, 0, std::min<int64_t>(x.size(0), 64)));
+  // Each group attacks its own domains: its share of the round's attack.
+  const int groups = world_.groups;
+  const int64_t most = round_attack_starts(groups);
+  return pgd_attack(round_attack(o_.attack, *pgd_round, world_.group_index(), groups),
+                    Checkpoint{deadline_, &progress_}, g_, problem_.vnnlib_case, problem_.disjuncts,
+                    x.slice(0, 0, std::min<int64_t>(x.size(0), most)));
 }
 
 BabResult ReluBab::run(const RootStart* start) {

@@ -41,8 +41,15 @@ struct AttackOptions {
 
 /// The attack of a ReLU-splitting round (every attack_every rounds): from the worst domains'
 /// candidate points (pgd_attack's `starts`) and a few fresh random points, seeded by `round` so
-/// that every run and every rank of a group draws the same ones, at most 30 steps.
-AttackOptions round_attack(const AttackOptions& root, int64_t round);
+/// that every run and every rank of a group draws the same ones, at most 30 steps. With `groups`
+/// domain groups attacking their own domains in the same round, group `group`'s share: ⌈1/groups⌉
+/// of the random points, seeded apart from the other groups' (one group: all of them, seeded by
+/// `round` alone).
+AttackOptions round_attack(const AttackOptions& root, int64_t round, int group = 0, int groups = 1);
+
+/// The most candidate points of its worst domains a group starts a round's attack from (64 in
+/// all, shared out as round_attack shares the random points).
+int64_t round_attack_starts(int groups);
 
 /// PGD over the case's box minimising, for each disjunct, its margin (then the best), from
 /// `options.samples` sampled points' best; the result has passed check_candidates. `starts` ([M,
