@@ -42,28 +42,26 @@ def parse_layout(layout):
     return parts[0], parts[1], parts[2], len(parts) == 4
 
 
-def run(args, layout, repeat):
+def run(args, layout):
+    """One run of a layout: its report."""
     ranks, groups, shard, spec = parse_layout(layout)
-    reports = []
-    for _ in range(repeat):
-        with tempfile.TemporaryDirectory() as tmp:
-            report = os.path.join(tmp, "report.json")
-            cmd = [args.binary, "verify", "--model", args.model, "--vnnlib", args.spec,
-                   "--deterministic", "--max-rounds", str(args.rounds), "--bab-batch-size",
-                   str(args.batch), "--timeout", "0", "--quiet", "--domain-groups", groups,
-                   "--shard", shard, "--report", report] + (["--spec-parallel"] if spec else [])
-            cmd += args.extra
-            if ranks != "1":
-                cmd = ["mpirun", "--oversubscribe", "-np", ranks] + cmd
-            env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-            done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.PIPE, text=True)
-            if done.returncode != 0:
-                lines = done.stderr.strip().splitlines() or ["(no output)"]
-                raise RuntimeError(f"exit status {done.returncode}: {lines[-1]}")
-            with open(report) as f:
-                reports.append(json.load(f))
-    return reports
+    with tempfile.TemporaryDirectory() as tmp:
+        report = os.path.join(tmp, "report.json")
+        cmd = [args.binary, "verify", "--model", args.model, "--vnnlib", args.spec,
+               "--deterministic", "--max-rounds", str(args.rounds), "--bab-batch-size",
+               str(args.batch), "--timeout", "0", "--quiet", "--domain-groups", groups,
+               "--shard", shard, "--report", report] + (["--spec-parallel"] if spec else [])
+        cmd += args.extra
+        if ranks != "1":
+            cmd = ["mpirun", "--oversubscribe", "-np", ranks] + cmd
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+        if done.returncode != 0:
+            lines = done.stderr.strip().splitlines() or ["(no output)"]
+            raise RuntimeError(f"exit status {done.returncode}: {lines[-1]}")
+        with open(report) as f:
+            return json.load(f)
 
 
 def main():
@@ -74,7 +72,8 @@ def main():
     ap.add_argument("--spec", default=os.path.join(fixtures, "specs", "mnist_prop_2_0.05.vnnlib"))
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--repeat", type=int, default=1, help="runs per layout (medians reported)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="runs per layout, the layouts in turn (medians reported)")
     ap.add_argument("--layouts", nargs="+", default=DEFAULT_LAYOUTS, help="P,G,shard[,spec] ...")
     ap.add_argument("--csv", help="append one row per layout to this CSV file")
     ap.add_argument("extra", nargs="*", help="arguments for every verify (after --)")
@@ -89,13 +88,24 @@ def main():
     first = None
     ok = True
     rows = []
+    # The layouts in turn, `repeat` times: this machine's speed drifts over minutes, so that
+    # layouts run one after the other would compare different machines.
+    reports = {layout: [] for layout in args.layouts}
+    failed = {}
+    for _ in range(args.repeat):
+        for layout in args.layouts:
+            if layout in failed:
+                continue
+            try:
+                reports[layout].append(run(args, layout))
+            except RuntimeError as e:  # the other layouts still run; the exit status says it
+                failed[layout] = e
     for layout in args.layouts:
-        try:
-            reps = run(args, layout, args.repeat)
-        except RuntimeError as e:  # the other layouts still run; the exit status says it
-            print(f"{layout}: failed, {e}")
+        if layout in failed:
+            print(f"{layout}: failed, {failed[layout]}")
             ok = False
             continue
+        reps = reports[layout]
         r = reps[0]
         seconds = statistics.median(x["bab_time_s"] for x in reps)
         rate = r["domains_bounded"] / seconds if seconds > 0 else float("nan")
