@@ -68,15 +68,6 @@ T relax_beta_row(const T* a, const T* alpha, const T* beta, const T* unst, const
   return total<T>(taken) + total<T>(through);
 }
 
-// One Adam step (methods/adam.cpp's arithmetic) of a parameter p with moments m, v and gradient
-// g of the loss; `step` = −lr / bc1.
-template <class T>
-T adam(T p, T& m, T& v, T g, T step, T bc2) {
-  m = m * T(kBeta1) + g * T(1 - kBeta1);
-  v = v * T(kBeta2) + g * g * T(1 - kBeta2);
-  return p + step * (m / (std::sqrt(v / bc2) + T(kEpsilon)));
-}
-
 // A row's parameters at one ReLU step and their Adam moments (at its parameter row), and its
 // domain's relaxation there (unstable marks, lower and upper slopes, upper intercepts, split
 // signs): [P] each.
@@ -95,9 +86,12 @@ struct StepRow {
   const T* sign;
 };
 
-// Adam (adam's arithmetic) on a vector of parameters, kept only in the lanes where `moves`.
+// One Adam step (methods/adam.cpp's arithmetic) of a vector of parameters p with moments at
+// m_at, v_at and gradient g of the loss, `step` = −lr / bc1: the stepped parameters in every
+// lane, the moments stored only where `moves`.
 template <class T, class Mask>
-Vec<T> adam_where(const Mask& moves, Vec<T> p, T* m_at, T* v_at, const Vec<T>& g, T step, T bc2) {
+Vec<T> adam_lanes(const Mask& moves, const Vec<T>& p, T* m_at, T* v_at, const Vec<T>& g, T step,
+                  T bc2) {
   Vec<T> m;
   Vec<T> v;
   load(m_at, m);
@@ -108,7 +102,7 @@ Vec<T> adam_where(const Mask& moves, Vec<T> p, T* m_at, T* v_at, const Vec<T>& g
   for (int64_t l = 0; l < kVecLanes<T>; ++l) root[l] = std::sqrt(root[l]);
   store(m_at, moves ? next_m : m);
   store(v_at, moves ? next_v : v);
-  return moves ? p + step * (next_m / (root + T(kEpsilon))) : p;
+  return p + step * (next_m / (root + T(kEpsilon)));
 }
 
 // A row's step back through a ReLU step, from h = H + bias (the gradient of its bound with
@@ -142,16 +136,17 @@ void step_row(const T* H, const T* bias, const T* a, const StepRow<T>& p, T* g, 
     }
     const Vec<T> pos = coef < zero ? zero : coef;  // std::max(a, 0)
     Vec<T> next_a =
-        adam_where(unstable, alpha, p.m_alpha + at, p.v_alpha + at, -h * pos, step_a, bc2);
+        adam_lanes(unstable, alpha, p.m_alpha + at, p.v_alpha + at, -h * pos, step_a, bc2);
     next_a = next_a < zero ? zero : (one < next_a ? one : next_a);  // std::clamp(·, 0, 1)
-    store(p.alpha + at, next_a);
+    store(p.alpha + at, unstable ? next_a : alpha);
     Vec<T> sign;
     load(p.sign + at, sign);
     Vec<T> beta;
     load(p.beta + at, beta);
-    Vec<T> next_b =
-        adam_where(sign != zero, beta, p.m_beta + at, p.v_beta + at, -h * sign, step_b, bc2);
+    const auto split = sign != zero;
+    Vec<T> next_b = adam_lanes(split, beta, p.m_beta + at, p.v_beta + at, -h * sign, step_b, bc2);
     next_b = next_b < zero ? zero : next_b;  // std::max(·, 0)
+    next_b = split ? next_b : beta;
     store(p.beta + at, next_b);
   }
 }
