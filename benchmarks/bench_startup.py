@@ -25,6 +25,8 @@ import sys
 import tempfile
 import time
 
+from bench_bab_throughput import venv_python  # the set-up's Python (.venv-path)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 PROBE = r"""
@@ -35,16 +37,16 @@ int main() { std::printf("%g\n", at::ones({2}).sum().item<double>()); }
 
 
 def torch_dir():
-    with open(os.path.join(ROOT, ".venv-path")) as f:
-        python = os.path.join(f.read().strip(), "bin", "python")
-    return subprocess.run([python, "-c", "import torch, os; print(os.path.dirname(torch.__file__))"],
-                          check=True, capture_output=True, text=True).stdout.strip()
+    code = "import torch, os; print(os.path.dirname(torch.__file__))"
+    return subprocess.run([venv_python(), "-c", code], check=True, capture_output=True,
+                          text=True).stdout.strip()
 
 
 def build_probes(tmp):
     """{name: path} of the two probe programs, or {} without a compiler."""
     cxx = shutil.which("g++")
     if cxx is None:
+        print("bench_startup: no g++; the LibTorch probes' rows left out")
         return {}
     torch = torch_dir()
     src = os.path.join(tmp, "probe.cpp")
