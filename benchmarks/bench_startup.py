@@ -59,7 +59,8 @@ def build_probes(tmp):
     for i, (name, link) in enumerate(libs.items()):
         exe = os.path.join(tmp, f"probe{i}")
         subprocess.run([cxx, "-O1", "-std=c++20", src, "-I", os.path.join(torch, "include"),
-                        "-L", os.path.join(torch, "lib"), f"-Wl,-rpath,{os.path.join(torch, 'lib')}",
+                        "-L", os.path.join(torch, "lib"),
+                        f"-Wl,-rpath,{os.path.join(torch, 'lib')}",
                         "-Wl,--no-as-needed", *link, "-o", exe], check=True)
         out[name] = exe
     return out
