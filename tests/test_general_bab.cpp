@@ -1,15 +1,19 @@
-// Branch and bound through general nonlinearities (OpTraits::splits_anywhere): which nodes the
-// layout splits, the children of a split at a point inside an element's interval (sound by
-// sampling, in float32 and float64), and a Tanh network's property that α-CROWN leaves open,
-// proved by splitting Tanh inputs.
+// Branch and bound through general nonlinearities (OpTraits::splits_anywhere) and products
+// (OpTraits::splits_operands): which nodes the layout splits, the children of a split at a point
+// inside an element's interval (sound by sampling, in float32 and float64), and properties that
+// α-CROWN leaves open, proved by splitting Tanh inputs or a product's operands.
+#include <functional>
+
 #include "bab/branch_points.hpp"
 #include "bab/branching.hpp"
 #include "bab/relu_layout.hpp"
 #include "bab_testing.hpp"
 #include "ops/add_sub.hpp"
+#include "ops/bilinear.hpp"
 #include "ops/convex.hpp"
 #include "ops/gelu.hpp"
 #include "ops/power.hpp"
+#include "ops/reshape.hpp"
 #include "ops/s_shaped.hpp"
 #include "ops/trig.hpp"
 
@@ -49,6 +53,35 @@ BoundGraph tanh_net(const std::vector<Layer>& layers, at::ScalarType dtype, bool
   return activation_net(layers, dtype, relu_beside, &ops::make_tanh);
 }
 
+// Two Linear layers of the input, their product (elementwise [1, 8] · [1, 8], or a MatMul
+// [1, 2, 4] · [1, 4, 2]), then Linear to one output: no ReLU, nothing to split but the operands.
+BoundGraph product_net(at::ScalarType dtype, bool matmul) {
+  const std::vector<Layer> a = random_layers({5, 8}, 21);
+  const std::vector<Layer> b = random_layers({5, 8}, 22);
+  const std::vector<Layer> out = random_layers({matmul ? 4 : 8, 1}, 23);
+  GraphBuilder g({1, 5});
+  const int x = g.input();
+  const auto fc = [&](const std::string& name, const Layer& l, int from) {
+    return g.add(name,
+                 ops::make_linear(make_param(l.W.to(at::kFloat)), make_param(l.b.to(at::kFloat))),
+                 {from});
+  };
+  int left = fc("a", a[0], x);
+  int right = fc("b", b[0], x);
+  int product = 0;
+  if (matmul) {
+    left = g.add("a_nk", ops::make_reshape({2, 4}), {left});
+    right = g.add("b_km", ops::make_reshape({4, 2}), {right});
+    product = g.add("matmul", ops::make_bilinear_matmul(), {left, right});
+    product = g.add("flat", ops::make_reshape({4}), {product});
+  } else {
+    product = g.add("mul", ops::make_bilinear_mul(), {left, right});
+  }
+  BoundGraph net = std::move(g).finish(fc("out", out[0], product));
+  net.to_dtype(dtype);
+  return net;
+}
+
 NodePtr make_square() { return ops::make_pow(2); }
 NodePtr make_cube() { return ops::make_pow(3); }
 
@@ -70,20 +103,35 @@ TEST(GeneralBab, LayoutSplitsTanhInputsOnceEach) {
   EXPECT_EQ(mixed.relu_index().size(), 1u);
 }
 
-// Both children of a split of the first activation's widest input, at its midpoint and at its
-// branch point (tabulated or the midpoint), bound Y_0 from below over their part of the box: every
-// sampled input whose pre-activation lies on the child's side has its output at or above the
-// child's bound; with α/β steps as without; in float32 and float64.
-void expect_children_sound(Activation activation, bool at_midpoint_too) {
-  const std::vector<Layer> layers = random_layers({5, 20, 20, 1}, 12);
+TEST(GeneralBab, LayoutSplitsEachOperandOfAProduct) {
+  for (const bool matmul : {false, true}) {
+    const BoundGraph g = product_net(at::kFloat, matmul);
+    const bab::detail::ReluLayout layout(g);
+    ASSERT_EQ(layout.size(), 2u);
+    for (size_t r = 0; r < 2; ++r) {
+      EXPECT_TRUE(layout.general(r) && layout.operand(r) && !layout.has_alpha(r));
+      EXPECT_EQ(layout.input(r), int(r));
+      EXPECT_EQ(layout.relu(r), layout.relu(0));
+      EXPECT_EQ(layout.index_of(layout.relu(0), int(r)), r);
+    }
+    EXPECT_TRUE(layout.other_pre().empty());
+  }
+}
+
+// Both children of a split of entry r's widest element, at its midpoint and at its branch point
+// (tabulated or the midpoint), bound Y_0 from below over their part of the box: every sampled
+// input whose split tensor lies on the child's side has its output at or above the child's
+// bound; with α/β steps as without; in float32 and float64.
+void expect_children_sound(const std::function<BoundGraph(at::ScalarType)>& net, size_t r,
+                           bool at_midpoint_too) {
   for (const at::ScalarType dtype : {at::kFloat, at::kDouble}) {
     SCOPED_TRACE(dtype == at::kFloat ? "float32" : "float64");
-    const BoundGraph g = activation_net(layers, dtype, false, activation);
+    const BoundGraph g = net(dtype);
     at::Generator gen = at::detail::createCPUGenerator(12);
     const InputBox cpu = box_around(gen, 5, 0.5);
     const InputBox box{cpu.lower.to(dtype), cpu.upper.to(dtype)};
     const bab::detail::ReluLayout layout(g);
-    const int pre = layout.pre(0);
+    const int pre = layout.pre(r);
     CrownEngine engine(g, box, BoundOptions{});
     engine.compute_intermediate_bounds();
     const Interval in = engine.bounds(pre);
@@ -95,14 +143,15 @@ void expect_children_sound(Activation activation, bool at_midpoint_too) {
     const std::vector<at::Tensor> values = g.forward_values(x);
     const at::Tensor z = values[size_t(pre)].reshape({x.size(0), -1}).select(1, j);
     const at::Tensor y = values[size_t(g.output())].reshape({-1});
-    std::vector<std::optional<double>> points{table.point(0, l, u, dtype)};
+    std::vector<std::optional<double>> points{table.point(r, l, u, dtype)};
     if (at_midpoint_too) points.push_back(bab::split_midpoint(l, u, dtype));
     for (const std::optional<double> p : points) {
       ASSERT_TRUE(p.has_value());
       SCOPED_TRACE("split at " + fmt(*p));
       for (const bool above : {false, true}) {
-        const bab::Split s{layout.relu(0), j, *p,
-                           above ? bab::Split::Side::kAbove : bab::Split::Side::kBelow};
+        const bab::Split s{layout.relu(r), j, *p,
+                           above ? bab::Split::Side::kAbove : bab::Split::Side::kBelow,
+                           layout.input(r)};
         const at::Tensor side = above ? z >= *p : z <= *p;
         ASSERT_GT(side.sum().item<int64_t>(), 100) << "too few samples on the side";
         const double sampled = y.masked_select(side).min().item<double>();
@@ -117,15 +166,31 @@ void expect_children_sound(Activation activation, bool at_midpoint_too) {
         }
       }
     }
-    EXPECT_THROW(
-        lower_bound_with_splits(g, box, at::eye(1, at::TensorOptions().dtype(dtype)),
-                                {{layout.relu(0), j, u + 1.0, bab::Split::Side::kBelow}}, 0),
-        InvalidArgument);
+    EXPECT_THROW(lower_bound_with_splits(
+                     g, box, at::eye(1, at::TensorOptions().dtype(dtype)),
+                     {{layout.relu(r), j, u + 1.0, bab::Split::Side::kBelow, layout.input(r)}}, 0),
+                 InvalidArgument);
   }
+}
+
+void expect_children_sound(Activation activation, bool at_midpoint_too) {
+  const std::vector<Layer> layers = random_layers({5, 20, 20, 1}, 12);
+  expect_children_sound(
+      [&](at::ScalarType dtype) { return activation_net(layers, dtype, false, activation); }, 0,
+      at_midpoint_too);
 }
 
 TEST(GeneralBab, ChildrenOfAPointSplitAreSoundBySampling) {
   expect_children_sound(&ops::make_tanh, true);
+}
+
+TEST(GeneralBab, ChildrenOfAnOperandSplitAreSoundBySampling) {
+  for (const bool matmul : {false, true}) {
+    for (const size_t r : {0u, 1u}) {
+      SCOPED_TRACE(std::string(matmul ? "MatMul" : "Mul") + ", operand " + std::to_string(r));
+      expect_children_sound([&](at::ScalarType t) { return product_net(t, matmul); }, r, false);
+    }
+  }
 }
 
 // The same for the other split kinds, at the branch point only (full tier: minutes; GELU, Sin and
@@ -213,6 +278,29 @@ TEST(GeneralBab, ProvesATanhPropertyAlphaCrownLeavesOpen) {
   EXPECT_EQ(status(r), "proved") << r.reason << " after " << r.rounds << " rounds, "
                                  << r.domains_bounded << " domains, worst " << r.worst_value;
   EXPECT_GT(r.rounds, 0);
+}
+
+// A property between α-CROWN's bound and the sampled minimum of a product of two Linear layers
+// (no ReLU, no other nonlinearity): proved by splitting the product's operands.
+TEST(GeneralBab, ProvesAProductPropertyAlphaCrownLeavesOpen) {
+  for (const bool matmul : {false, true}) {
+    SCOPED_TRACE(matmul ? "MatMul" : "Mul");
+    const BoundGraph g = product_net(at::kFloat, matmul);
+    at::Generator gen = at::detail::createCPUGenerator(12);
+    const InputBox box = box_around(gen, 5, 0.5);
+    const OpenProperty open = open_property(g, box, gen, 0.5);
+    ASSERT_LT(open.alpha_lower, open.minimum);
+    const io::VnnlibProperty& p = open.property;
+    const auto objs = objectives(p.cases[0], 1);
+    bab::BabOptions o;
+    o.deterministic = true;
+    o.max_rounds = 200;
+    const bab::BabResult r =
+        bab::relu_bab(o, context_of(bab::Deadline(0)), g, {p.cases[0], objs[0], objs});
+    EXPECT_EQ(status(r), "proved") << r.reason << " after " << r.rounds << " rounds, "
+                                   << r.domains_bounded << " domains, worst " << r.worst_value;
+    EXPECT_GT(r.rounds, 0);
+  }
 }
 
 }  // namespace

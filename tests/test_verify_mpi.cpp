@@ -167,9 +167,31 @@ TEST_F(VerifyMpi, DeterministicRunsAgreeAtTwoRanks) {
   expect_same_search(tp, one);
 }
 
-// A Tanh network (5-20-20-1, no ReLU) written to `dir` with a property between α-CROWN's bound
-// and the sampled minimum: branch and bound splits Tanh inputs at points (general splits). The
-// CLI arguments for it, ReLU-style splitting (5 inputs would choose input splitting).
+// The model `bytes` written to `dir` as `name`.onnx with a property between α-CROWN's bound and
+// the sampled minimum over a box of its 5 inputs; the CLI arguments for it, ReLU-style splitting
+// (5 inputs would choose input splitting).
+std::string open_problem(const fs::path& dir, const std::string& name, const std::string& bytes,
+                         at::Generator& gen) {
+  const fs::path model = dir / (name + ".onnx");
+  std::ofstream(model, std::ios::binary) << bytes;
+  const BoundGraph g = io::load_onnx_bytes(bytes, name + ".onnx");
+  const InputBox box = bab_testing::box_around(gen, 5, 0.5);
+  const bab_testing::OpenProperty open = bab_testing::open_property(g, box, gen, 0.5);
+  std::ostringstream spec;
+  spec << std::setprecision(17);
+  for (int i = 0; i < 5; ++i) spec << "(declare-const X_" << i << " Real)\n";
+  spec << "(declare-const Y_0 Real)\n";
+  for (int i = 0; i < 5; ++i) {
+    spec << "(assert (>= X_" << i << " " << box.lower[0][i].item<double>() << "))\n"
+         << "(assert (<= X_" << i << " " << box.upper[0][i].item<double>() << "))\n";
+  }
+  spec << "(assert (<= Y_0 " << open.rhs << "))\n";
+  const fs::path property = dir / (name + ".vnnlib");
+  std::ofstream(property) << spec.str();
+  return "--model '" + model.string() + "' --vnnlib '" + property.string() + "' --split relu";
+}
+
+// A Tanh network (5-20-20-1, no ReLU): branch and bound splits Tanh inputs at points.
 std::string tanh_problem(const fs::path& dir) {
   at::Generator gen = at::detail::createCPUGenerator(21);
   testing::OnnxBuilder b;
@@ -187,31 +209,35 @@ std::string tanh_problem(const fs::path& dir) {
     x = "t" + k;
     b.node("tanh" + k, "Tanh", {z}, {x});
   }
-  const std::string bytes = b.bytes();
-  const fs::path model = dir / "tanh.onnx";
-  std::ofstream(model, std::ios::binary) << bytes;
-  const BoundGraph g = io::load_onnx_bytes(bytes, "tanh.onnx");
-  const InputBox box = bab_testing::box_around(gen, 5, 0.5);
-  const bab_testing::OpenProperty open = bab_testing::open_property(g, box, gen, 0.5);
-  std::ostringstream spec;
-  spec << std::setprecision(17);
-  for (int i = 0; i < 5; ++i) spec << "(declare-const X_" << i << " Real)\n";
-  spec << "(declare-const Y_0 Real)\n";
-  for (int i = 0; i < 5; ++i) {
-    spec << "(assert (>= X_" << i << " " << box.lower[0][i].item<double>() << "))\n"
-         << "(assert (<= X_" << i << " " << box.upper[0][i].item<double>() << "))\n";
+  return open_problem(dir, "tanh", b.bytes(), gen);
+}
+
+// The product of two Linear layers of the input (5-8 ⊙ 5-8, then 8-1; no ReLU): branch and
+// bound splits the product's operands at points.
+std::string product_problem(const fs::path& dir) {
+  at::Generator gen = at::detail::createCPUGenerator(22);
+  testing::OnnxBuilder b;
+  b.input("x", {1, 5}).output("y", {1, 1});
+  for (const std::string k : {"a", "b"}) {
+    b.initializer("W" + k, at::randn({8, 5}, gen) * (1.5 / std::sqrt(5.0)));
+    b.initializer("b" + k, at::randn({8}, gen) * 0.1);
+    b.node("fc" + k, "Gemm", {"x", "W" + k, "b" + k}, {"z" + k}, {testing::attr_int("transB", 1)});
   }
-  spec << "(assert (<= Y_0 " << open.rhs << "))\n";
-  const fs::path property = dir / "tanh.vnnlib";
-  std::ofstream(property) << spec.str();
-  return "--model '" + model.string() + "' --vnnlib '" + property.string() + "' --split relu";
+  b.node("mul", "Mul", {"za", "zb"}, {"p"});
+  b.initializer("Wy", at::randn({1, 8}, gen) * (1.5 / std::sqrt(8.0)));
+  b.initializer("by", at::randn({1}, gen) * 0.1);
+  b.node("fcy", "Gemm", {"p", "Wy", "by"}, {"y"}, {testing::attr_int("transB", 1)});
+  return open_problem(dir, "product", b.bytes(), gen);
 }
 
 TEST_F(VerifyMpi, GeneralSplitsAgreeAtTwoRanks) {
   // Domain groups, FSDP and spec-parallel batches: the same search as one process.
-  expect_same_search_at_layouts(
-      tanh_problem(dir_.path()) + " --deterministic --max-rounds 4 --bab-batch-size 4", false,
-      {Layout{2, 2, "none"}, Layout{2, 1, "fsdp"}, Layout{2, 1, "none", true}});
+  for (const std::string& problem : {tanh_problem(dir_.path()), product_problem(dir_.path())}) {
+    SCOPED_TRACE(problem);
+    expect_same_search_at_layouts(
+        problem + " --deterministic --max-rounds 4 --bab-batch-size 4", false,
+        {Layout{2, 2, "none"}, Layout{2, 1, "fsdp"}, Layout{2, 1, "none", true}});
+  }
 }
 
 TEST_F(VerifyMpi, DeterministicRunsAgreeAtFourRanks) {

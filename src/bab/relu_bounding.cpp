@@ -48,10 +48,10 @@ class SplitHook final : public RelaxationHook {
         split_index_(layout.index()),
         layout_(layout) {}
 
-  // General split nodes: their β term is added by the engine (RelaxParams::split_point).
+  // General split nodes: their β term is added by the engine (RelaxParams::point_splits).
   [[nodiscard]] bool splits_at_points(int node) const override {
     const auto it = split_index_.find(node);
-    return it != split_index_.end() && layout_.general(it->second);
+    return it != split_index_.end() && layout_.general(it->second.front());
   }
 
   RelaxParams params(int start, int node, const at::Tensor& rows,
@@ -60,12 +60,13 @@ class SplitHook final : public RelaxationHook {
     // General split nodes keep CROWN's relaxation, with their split multipliers and points;
     // nodes that are not split keep CROWN's relaxation alone.
     if (splits_at_points(node)) {
-      const size_t r = split_index_.at(node);
       RelaxParams p;
-      p.beta_l = beta_signed[r].index_select(0, rows);
-      p.split_point = point[r];
-      if (layout_.has_alpha(r)) {
-        p.alpha_l = op_alpha(alpha[r], point[r].dim()).index_select(0, rows);
+      for (const size_t r : split_index_.at(node)) {
+        p.point_splits.push_back(
+            {layout_.input(r), beta_signed[r].index_select(0, rows), point[r]});
+        if (layout_.has_alpha(r)) {
+          p.alpha_l = op_alpha(alpha[r], point[r].dim()).index_select(0, rows);
+        }
       }
       return p;
     }
@@ -86,7 +87,7 @@ class SplitHook final : public RelaxationHook {
     if (node == 0) {
       input_A = a.lA.detach();
     } else if (const auto it = split_index_.find(node); it != split_index_.end()) {
-      relu_A[it->second] = a.lA.detach();
+      for (const size_t r : it->second) relu_A[r] = a.lA.detach();
     }
   }
 
@@ -102,7 +103,7 @@ class SplitHook final : public RelaxationHook {
  private:
   int output_;
   const std::map<int, size_t>& relu_index_;
-  const std::map<int, size_t>& split_index_;
+  const std::map<int, std::vector<size_t>>& split_index_;
   const ReluLayout& layout_;
 };
 
@@ -140,28 +141,38 @@ Batch gather(const std::vector<Domain>& ds, const ReluLayout& layout, const Inpu
   return b;
 }
 
-// With refreshed intermediate bounds, the ReLU inputs after layer `refresh_after` get CROWN
-// bounds over the batch's bounds before them, intersected with their own (written into
-// b.pre); inputs of the other relaxed nodes (MaxPool, Sigmoid) CROWN bounds over the batch's
-// ReLU bounds (returned). Once per batch: neither depends on α or β.
+// Whether a batch's bounds of entry r are refreshed: those after layer `refresh_after`, and a
+// product's operands always (as the inputs of the other relaxed nodes are).
+bool refreshed(size_t r, size_t refresh_after, const ReluLayout& layout) {
+  return r > refresh_after || layout.operand(r);
+}
+
+// With refreshed intermediate bounds, the ReLU inputs after layer `refresh_after` (and a
+// product's operands) get CROWN bounds over the batch's bounds before them, intersected with
+// their own (written into b.pre); inputs of the other relaxed nodes (MaxPool, Sigmoid) CROWN
+// bounds over the batch's ReLU bounds (returned). Once per batch: neither depends on α or β.
 std::vector<std::pair<int, Interval>> refresh(Batch& b, const BoundGraph& g,
                                               const ReluLayout& layout, const BoundOptions& bo,
                                               size_t refresh_after) {
   const size_t R = layout.size();
   std::vector<std::pair<int, Interval>> other;
-  if (layout.other_pre().empty() && refresh_after + 1 >= R) return other;
+  bool any = !layout.other_pre().empty();
+  for (size_t r = 0; r < R; ++r) any = any || refreshed(r, refresh_after, layout);
+  if (!any) return other;
   c10::NoGradGuard no_grad;
   CrownEngine engine(g, b.box, bo);
   for (size_t r = 0; r < R; ++r) {
-    if (r <= refresh_after) {
-      engine.set_bounds(layout.pre(r), b.pre[r]);
-    } else {
+    if (refreshed(r, refresh_after, layout)) {
       engine.set_reference_bounds(layout.pre(r), b.pre[r]);
+    } else {
+      engine.set_bounds(layout.pre(r), b.pre[r]);
     }
   }
   engine.intersect_with_references();
   engine.compute_intermediate_bounds();
-  for (size_t r = refresh_after + 1; r < R; ++r) b.pre[r] = engine.bounds(layout.pre(r));
+  for (size_t r = 0; r < R; ++r) {
+    if (refreshed(r, refresh_after, layout)) b.pre[r] = engine.bounds(layout.pre(r));
+  }
   for (const int i : layout.other_pre()) other.emplace_back(i, engine.bounds(i));
   return other;
 }
@@ -330,9 +341,44 @@ namespace {
 // each free unstable neuron, over the spec rows that still matter (joined disjuncts drop those
 // proved on the domain); every neuron's, as domains keep them (one AllGather under TP):
 // [B, 2, N_all].
+// The bounds of node `node` in a batch: an entry's (b.pre) or another relaxed node's input's.
+const Interval& batch_bounds(int node, const Batch& b, const ReluLayout& layout,
+                             const std::vector<std::pair<int, Interval>>& other) {
+  for (size_t r = 0; r < layout.size(); ++r) {
+    if (layout.pre(r) == node) return b.pre[r];
+  }
+  for (const auto& [i, bounds] : other) {
+    if (i == node) return bounds;
+  }
+  throw Error("internal: no bounds of a product's operand in the batch");
+}
+
+// What the bound gains per unit of height from splitting each element of product operand r
+// ([K, B, N]): its element x enters product terms x·y, each relaxed by McCormick planes within
+// w_x·w_y/4 of the product (w: interval widths), and halving x's interval about halves that.
+// The op's CROWN step with the other operand fixed at its width ([w, w]) maps |A| on the output
+// to Σ_terms |A|·w_y at x (both planes' slope in x is y_l for A ≥ 0; in y, x_l): general_scores
+// with height w_x then gives mean_k Σ_terms |A_k|·w_x·w_y / 4.
+at::Tensor operand_A(size_t r, const at::Tensor& A, const Batch& b, const ReluLayout& layout,
+                     const std::vector<std::pair<int, Interval>>& other, const BoundGraph& g) {
+  c10::NoGradGuard no_grad;
+  const GraphNode& n = g.node(layout.relu(r));
+  const int k = layout.input(r);
+  const Interval& mine = b.pre[r];
+  const Interval& partner = batch_bounds(n.inputs.at(size_t(1 - k)), b, layout, other);
+  const at::Tensor w = (partner.upper - partner.lower).nan_to_num(0, 0, 0);
+  const Interval fixed{w, w};
+  const Interval* in[2] = {k == 0 ? &mine : &fixed, k == 0 ? &fixed : &mine};
+  BiasPair bias;
+  BoundA out;
+  out.lA = A.abs();
+  return n.op->backward(out, in, bias).at(size_t(k)).lA;
+}
+
 at::Tensor branching_scores(const Batch& b, const std::vector<at::Tensor>& relu_A,
                             const at::Tensor& best, const Objective& obj, const ReluLayout& layout,
-                            bool take_max, const BoundGraph& g) {
+                            bool take_max, const BoundGraph& g,
+                            const std::vector<std::pair<int, Interval>>& other) {
   const int64_t K = obj.rhs.size(0);
   const int64_t B = best.size(0);
   const size_t R = layout.size();
@@ -341,9 +387,20 @@ at::Tensor branching_scores(const Batch& b, const std::vector<at::Tensor>& relu_
   for (size_t r = 0; r < R; ++r) {
     const at::Tensor l = b.pre[r].lower.reshape({B, -1});
     const at::Tensor u = b.pre[r].upper.reshape({B, -1});
+    const auto shape = b.pre[r].lower.sizes();
+    if (layout.operand(r)) {
+      const at::Tensor A =
+          relu_A[r].defined()
+              ? operand_A(r, relu_A[r].slice(0, 0, K), b, layout, other, g).reshape({K, B, -1})
+              : at::zeros({K, B, l.size(1)}, best.options());
+      const at::Tensor sc = general_scores(A, row_weight, l, u, (u - l).nan_to_num(0, 0, 0));
+      scores.emplace_back(
+          (sc + at::where(sc >= 0, 1e-9 * (u - l), at::zeros_like(sc))).reshape(shape), r);
+      scores.emplace_back(at::where(sc >= 0, at::zeros_like(sc), sc).reshape(shape), r);
+      continue;
+    }
     const at::Tensor A = relu_A[r].defined() ? relu_A[r].slice(0, 0, K).reshape({K, B, -1})
                                              : at::zeros({K, B, l.size(1)}, best.options());
-    const auto shape = b.pre[r].lower.sizes();
     if (layout.general(r)) {
       // Split again and again (each side narrower); no intercept score: BaBSR's own decides
       // among ReLUs when the general scores carry no information.
@@ -395,17 +452,20 @@ void store(std::vector<Domain>& ds, const at::Tensor& values, const Batch& b,
     }
     if (scores.defined()) d.score = scores[int64_t(k)].clone();
   }
-  std::vector<std::pair<at::Tensor, size_t>> refreshed;
-  for (size_t r = refresh_after + 1; r < R; ++r) {
-    refreshed.emplace_back(b.pre[r].lower, r);
-    refreshed.emplace_back(b.pre[r].upper, r);
+  std::vector<std::pair<at::Tensor, size_t>> fresh;
+  for (size_t r = 0; r < R; ++r) {
+    if (!refreshed(r, refresh_after, layout)) continue;
+    fresh.emplace_back(b.pre[r].lower, r);
+    fresh.emplace_back(b.pre[r].upper, r);
   }
-  const std::vector<at::Tensor> bounds = layout.whole(refreshed);
-  for (size_t r = refresh_after + 1, k = 0; r < R; ++r, k += 2) {
+  const std::vector<at::Tensor> bounds = layout.whole(fresh);
+  for (size_t r = 0, k = 0; r < R; ++r) {
+    if (!refreshed(r, refresh_after, layout)) continue;
     for (size_t i = 0; i < ds.size(); ++i) {
       ds[i].lower[r] = bounds[k].narrow(0, int64_t(i), 1).clone();
       ds[i].upper[r] = bounds[k + 1].narrow(0, int64_t(i), 1).clone();
     }
+    k += 2;
   }
 }
 
@@ -485,10 +545,10 @@ Bounded DomainBounder::bound_here(std::vector<Domain>& ds, int iterations, bool 
   if (values_only) return out;
   batch.alpha = w.alpha;
   batch.beta = w.beta;
-  const at::Tensor scores = out.recorded
-                                ? branching_scores(batch, hook.relu_A, best, obj_, layout_,
-                                                   o_.branching_reduce == BranchingReduce::kMax, g_)
-                                : at::Tensor();
+  const at::Tensor scores =
+      out.recorded ? branching_scores(batch, hook.relu_A, best, obj_, layout_,
+                                      o_.branching_reduce == BranchingReduce::kMax, g_, w.other)
+                   : at::Tensor();
   store(ds, out.values, batch, scores, refresh_after, layout_, optimise);
   out.input_A = hook.input_A;
   return out;
@@ -565,10 +625,10 @@ Bounded DomainBounder::bound_planned(std::vector<Domain>& ds, int iterations, bo
     in_shape[1] = B;
     out.input_A = planned_->input_A().reshape(in_shape);
   }
-  const at::Tensor scores = out.recorded
-                                ? branching_scores(batch, relu_A, best, obj_, layout_,
-                                                   o_.branching_reduce == BranchingReduce::kMax, g_)
-                                : at::Tensor();
+  const at::Tensor scores =
+      out.recorded ? branching_scores(batch, relu_A, best, obj_, layout_,
+                                      o_.branching_reduce == BranchingReduce::kMax, g_, {})
+                   : at::Tensor();
   store(ds, out.values, batch, scores, refresh_after, layout_, optimise);
   return out;
 }

@@ -1,6 +1,7 @@
 #include "relu_branching.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <utility>
 
@@ -12,6 +13,10 @@
 
 namespace distcrown::bab::detail {
 namespace {
+
+// Relative difference below which FSB's trial values of general splits tie (their last bits
+// depend on the batch they were bounded in: 1e-7 relative in float32).
+constexpr double kFsbTie = 1e-5;
 
 // The flat index over every split node's neurons (the scores' N_all) as a split of `parent`
 // (its below side): a ReLU's at 0, a general node's at its branch point inside the element's
@@ -36,7 +41,7 @@ class NeuronIndex {
                       parent.upper[r].view({-1})[j].item<double>(), lo.scalar_type());
     // A domain is split only on a neuron that scored (general_scores: midpoint inside).
     if (!at) throw Error("internal: a general split without a point inside");
-    return Split{layout_.relu(r), j, *at, Split::Side::kBelow};
+    return Split{layout_.relu(r), j, *at, Split::Side::kBelow, layout_.input(r)};
   }
 
  private:
@@ -92,18 +97,31 @@ std::vector<Split> choose_splits(const std::vector<Domain>& parents, int64_t bat
   }
   if (trial.empty()) return picks;
   const auto v = at::cat(pieces).to(at::kDouble).contiguous();
+  std::vector<double> reduced(owner.size());
   std::vector<double> best(parents.size(), -std::numeric_limits<double>::infinity());
   for (size_t t = 0; t < owner.size(); ++t) {
     const double inactive = v[int64_t(2 * t)].item<double>();
     const double active = v[int64_t(2 * t + 1)].item<double>();
-    const double reduced = options.branching_reduce == BranchingReduce::kMax
-                               ? std::max(inactive, active)
-                               : std::min(inactive, active);
-    const size_t p = owner[t].first;
-    if (reduced > best[p]) {
-      best[p] = reduced;
-      picks[p] = index.split(owner[t].second, parents[p]);
-    }
+    reduced[t] = options.branching_reduce == BranchingReduce::kMax ? std::max(inactive, active)
+                                                                   : std::min(inactive, active);
+    best[owner[t].first] = std::max(best[owner[t].first], reduced[t]);
+  }
+  // The planned ReLU passes give each domain the same bits in any batch: the first candidate
+  // with the best value wins. With general splits the trials run through CrownEngine, whose last
+  // bits depend on the piece a child is bounded in (the layout's share of the round): values
+  // within kFsbTie of the best tie, and the lowest neuron among them wins, so that every layout
+  // makes the same choice.
+  const double tie = layout.any_general() ? kFsbTie : 0.0;
+  std::vector<int64_t> chosen(parents.size(), -1);
+  for (size_t t = 0; t < owner.size(); ++t) {
+    const auto [p, flat] = owner[t];
+    const double b = best[p];
+    const double floor = std::isfinite(b) ? b - tie * std::max(1.0, std::abs(b)) : b;
+    if (!(reduced[t] >= floor)) continue;  // NaN never wins
+    if (chosen[p] < 0 || (tie > 0 && flat < chosen[p])) chosen[p] = flat;
+  }
+  for (size_t p = 0; p < parents.size(); ++p) {
+    if (chosen[p] >= 0) picks[p] = index.split(chosen[p], parents[p]);
   }
   return picks;
 }

@@ -60,7 +60,7 @@ Domain make_root(const BoundGraph& g, const ReluLayout& layout, int64_t K,
 }
 
 std::string split_refusal(const Domain& d, const ReluLayout& layout, const Split& split) {
-  const std::optional<size_t> r = layout.index_of(split.node);
+  const std::optional<size_t> r = layout.index_of(split.node, split.input);
   if (!r) return "split on a node that branch and bound does not split";
   if (split.element < 0 || split.element >= d.lower[*r].numel()) {
     return "split neuron index out of range";
@@ -77,7 +77,7 @@ Domain child(const Domain& parent, const ReluLayout& layout, const Split& split,
   if (std::string why = split_refusal(parent, layout, split); !why.empty()) {
     throw Error("internal: " + why);
   }
-  const size_t r = *layout.index_of(split.node);
+  const size_t r = *layout.index_of(split.node, split.input);
   const int64_t j = split.element;
   const bool above = split.side == Split::Side::kAbove;
   Domain c = parent;  // shares every tensor with the parent

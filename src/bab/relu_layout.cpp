@@ -27,7 +27,8 @@ at::Tensor constant_term(const BoundGraph& g, int node) {
 
 ReluLayout::ReluLayout(const BoundGraph& g) : g_(g) {
   // A node split anywhere whose input also feeds a ReLU is not split itself: the input's bounds
-  // are the ReLU's entry (split at 0), and a second entry would keep them twice.
+  // are the ReLU's entry (split at 0), and a second entry would keep them twice. So with a
+  // product's operand: one entry per bounded tensor, the first node to read it keeps it.
   std::vector<int> relu_inputs;
   for (int i = 1; i < g.size(); ++i) {
     if (g.node(i).op && g.node(i).op->traits().splittable)
@@ -36,38 +37,57 @@ ReluLayout::ReluLayout(const BoundGraph& g) : g_(g) {
   const auto listed = [](const std::vector<int>& v, int p) {
     return std::find(v.begin(), v.end(), p) != v.end();
   };
+  const auto free = [&](int in) { return !listed(relu_inputs, in) && !listed(pre_, in); };
   for (int i = 1; i < g.size(); ++i) {
-    const OpTraits t = g.node(i).op ? g.node(i).op->traits() : OpTraits{};
-    const int in = g.node(i).inputs.empty() ? -1 : g.node(i).inputs.front();
+    const GraphNode& n = g.node(i);
+    const OpTraits t = n.op ? n.op->traits() : OpTraits{};
+    const int in = n.inputs.empty() ? -1 : n.inputs.front();
     // ReLUs carry the split constraints (β) and their α through backward_relaxed(): both
     // capabilities are needed. A general node needs one elementwise input.
     const bool relu = t.splittable && t.relaxation_params;
-    const bool general = !relu && t.splits_anywhere && t.elementwise &&
-                         g.node(i).inputs.size() == 1 && !listed(relu_inputs, in) &&
-                         !listed(pre_, in);
+    const bool general =
+        !relu && t.splits_anywhere && t.elementwise && n.inputs.size() == 1 && free(in);
     if (relu || general) {
-      index_[i] = relus_.size();
-      if (relu) relu_index_[i] = relus_.size();
-      relus_.push_back(i);
-      general_.push_back(general);
-      alpha_.push_back(t.relaxation_params);
-      pre_.push_back(in);
-      const GraphNode& node = g.node(in);
-      const OutputShard* s = node.op ? node.op->output_shard() : nullptr;
-      shards_.push_back(s != nullptr ? std::optional<OutputShard>(*s) : std::nullopt);
-      bias_.push_back(constant_term(g, in));
+      add(i, 0, general, t.relaxation_params, false);
+    } else if (t.splits_operands && n.inputs.size() == 2) {
+      for (int k = 0; k < 2; ++k) {
+        if (free(n.inputs[size_t(k)])) {
+          add(i, k, true, false, true);
+        } else {
+          other_pre_.push_back(n.inputs[size_t(k)]);
+        }
+      }
     } else if (t.needs_input_bounds) {
-      for (const int p : g.node(i).inputs) other_pre_.push_back(p);
+      for (const int p : n.inputs) other_pre_.push_back(p);
     }
   }
   // A node that feeds a split node as well keeps the domain's own (split) bounds.
   std::erase_if(other_pre_, [&](int p) { return listed(pre_, p); });
 }
 
-std::optional<size_t> ReluLayout::index_of(int node) const {
+void ReluLayout::add(int node, int input, bool general, bool alpha, bool operand) {
+  const int in = g_.node(node).inputs.at(size_t(input));
+  index_[node].push_back(relus_.size());
+  if (!general) relu_index_[node] = relus_.size();
+  relus_.push_back(node);
+  input_.push_back(input);
+  general_.push_back(general);
+  alpha_.push_back(alpha);
+  operand_.push_back(operand);
+  pre_.push_back(in);
+  const GraphNode& n = g_.node(in);
+  const OutputShard* s = n.op ? n.op->output_shard() : nullptr;
+  shards_.push_back(s != nullptr ? std::optional<OutputShard>(*s) : std::nullopt);
+  bias_.push_back(constant_term(g_, in));
+}
+
+std::optional<size_t> ReluLayout::index_of(int node, int input) const {
   const auto it = index_.find(node);
   if (it == index_.end()) return std::nullopt;
-  return it->second;
+  for (const size_t r : it->second) {
+    if (input_[r] == input) return r;
+  }
+  return std::nullopt;
 }
 
 at::Tensor ReluLayout::local_part(const at::Tensor& t, size_t r) const {

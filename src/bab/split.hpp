@@ -2,8 +2,9 @@
 // One branching decision of branch and bound, as data: which node's input, which element of it,
 // at which point, which side. A ReLU is split at 0: its inactive side is kBelow (z <= 0), its
 // active side kAbove (z >= 0). A node with OpTraits::splits_anywhere (Sigmoid, Tanh, GELU, ...)
-// is split at a point strictly inside its element's interval (relu_layout.hpp's general nodes);
-// products and Softmax pieces are not split yet.
+// is split at a point strictly inside its element's interval (relu_layout.hpp's general nodes),
+// and so is either input of a product of two bounded tensors (OpTraits::splits_operands: Mul,
+// MatMul; `input` says which).
 #include <cstdint>
 
 namespace distcrown::bab {
@@ -14,6 +15,7 @@ struct Split {
   int64_t element = 0;  // flat index into the node's input, batch excluded
   double point = 0.0;   // the input is <= point (kBelow) or >= point (kAbove)
   Side side = Side::kBelow;
+  int input = 0;  // which of the node's inputs is split (a product's second operand: 1)
 };
 
 /// A ReLU's split at 0: inactive (z <= 0) or active (z >= 0).

@@ -389,17 +389,18 @@ std::vector<BoundA> CrownEngine::dense_step(int start, int i, const BoundA& here
   RelaxParams p = hook_->params(start, i, ids, in_bounds);
   if (!op.traits().reads_alpha_source) p = resolved_alpha(std::move(p));
   if (!point_split) return op.backward_relaxed(here, in_bounds, bias, p);
-  // A split at a point: the node's own relaxation (over the split interval, in in_bounds),
-  // then the Lagrangian term of s·(z − p) ≤ 0: β·s on the input's lA, −β·s·p into the lower
-  // bias. beta_l [r, batch, *shape], split_point [batch, *shape].
-  const at::Tensor beta = std::move(p.beta_l);  // p keeps neither: the op must not add β
-  const at::Tensor point = std::move(p.split_point);
+  // Splits at points: the node's own relaxation (over the split intervals, in in_bounds), then
+  // the Lagrangian term of each s·(z − p) ≤ 0: β·s on that input's lA, −β·s·p into the lower
+  // bias. beta [r, batch, *in_shape], point [batch, *in_shape].
+  const std::vector<PointSplit> splits = std::move(p.point_splits);  // the op must not add β
   std::vector<BoundA> out = op.has_relaxation_params()
                                 ? op.backward_relaxed(here, in_bounds, bias, p)
                                 : op.backward(here, in_bounds, bias);
-  if (beta.defined() && out.at(0).lA.defined()) {
-    out[0].lA = out[0].lA + beta;
-    const at::Tensor c = (beta * point).reshape({r, point.size(0), -1}).sum(2);  // [r, batch]
+  for (const PointSplit& s : splits) {
+    BoundA& in = out.at(size_t(s.input));
+    if (!s.beta.defined() || !in.lA.defined()) continue;
+    in.lA = in.lA + s.beta;
+    const at::Tensor c = (s.beta * s.point).reshape({r, s.point.size(0), -1}).sum(2);  // [r, B]
     bias.lower = bias.lower.defined() ? bias.lower - c : -c;
   }
   return out;

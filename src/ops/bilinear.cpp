@@ -61,7 +61,7 @@ class BoundBilinearMul final : public BoundNode {
   explicit BoundBilinearMul(std::optional<std::pair<double, double>> range) : range_(range) {}
   std::string op_type() const override { return "Mul"; }
   OpTraits traits() const override {
-    return {.needs_input_bounds = true, .relaxation_params = true};
+    return {.needs_input_bounds = true, .relaxation_params = true, .splits_operands = true};
   }
   at::Tensor initial_relaxation_params(const Interval& in) const override {
     return initial_plane_params(output_shape(), in);
@@ -166,7 +166,7 @@ class BoundBilinearMatMul final : public BoundNode {
  public:
   std::string op_type() const override { return "MatMul"; }
   OpTraits traits() const override {
-    return {.needs_input_bounds = true, .relaxation_params = true};
+    return {.needs_input_bounds = true, .relaxation_params = true, .splits_operands = true};
   }
   at::Tensor initial_relaxation_params(const Interval& in) const override {
     // One r per term x_ik·y_kj: P = [2, B, .., n, m, k].

@@ -24,6 +24,15 @@
 
 namespace distcrown {
 
+/// A split at a point p of input `input` of a node: s·(z − p) ≤ 0 on the domain, so
+/// min f ≥ min (f + β·s·z) − β·s·p. beta [rows, batch, *in_shape] is β·s (zero where the element
+/// is not split), point [batch, *in_shape] is p where beta is not zero.
+struct PointSplit {
+  int input = 0;
+  at::Tensor beta;
+  at::Tensor point;
+};
+
 /// Optimisable relaxation parameters of one node in one backward pass (α-/β-CROWN); undefined =
 /// CROWN's choice / none. α of a side is [spec, *P] where P = initial_relaxation_params(in)'s
 /// shape: [batch, *shape] for one parameter per neuron (ReLU's lower slope), [k, batch, *shape]
@@ -33,10 +42,9 @@ struct RelaxParams {
   at::Tensor alpha_u;  // parameters of the rows of the uA side
   at::Tensor beta_l;   // β·s added to the input's lA: split multipliers times split signs
   at::Tensor beta_u;   // the same for uA (subtracted: max f − β·s·z)
-  /// A split at a point p (OpTraits::splits_anywhere; CrownEngine applies it, not the node):
-  /// s·(z − p) ≤ 0 on the domain, so min f ≥ min (f + β·s·z) − β·s·p. split_point [batch, *shape]
-  /// is p where beta_l is not zero; beta_l is then β·s as for a ReLU.
-  at::Tensor split_point;
+  /// Splits at a point p of the node's inputs (OpTraits::splits_anywhere, splits_operands;
+  /// CrownEngine applies them, not the node).
+  std::vector<PointSplit> point_splits;
   /// α not yet read for this pass's rows (a hook may give it so, source_l and read_l both set,
   /// alpha_l undefined): alpha_l is read_l(source_l), alpha_u read_u(source_u). A source is the
   /// hook's storage, which autograd holds anyway; the rows read from it ([spec, *P], or each
@@ -114,8 +122,13 @@ struct OpTraits {
   /// its interval (x ≤ p | x ≥ p): the relaxation, rebuilt on each side's narrower interval
   /// (backward() reads the input bounds it is given), is tighter (Sigmoid, Tanh, Exp, Sin, GELU,
   /// powers). The side is kept as the input's bounds and enters the bound as a β term
-  /// (RelaxParams::split_point; bab/split.hpp).
+  /// (RelaxParams::point_splits; bab/split.hpp).
   bool splits_anywhere = false;
+  /// Branch and bound may split either input of a product of two bounded tensors (Mul, MatMul)
+  /// at any point inside an element's interval: the McCormick planes of every product term the
+  /// element enters, rebuilt on the narrower interval, are tighter. Enters the bound as
+  /// splits_anywhere's does (RelaxParams::point_splits, on that input).
+  bool splits_operands = false;
   /// backward_patches() maps an A in patches form (bounds/patches.hpp) on the output to patches
   /// on every input (CROWN's conv_mode patches). Nodes without it get a dense A.
   bool patches = false;

@@ -72,8 +72,9 @@ class RelaxationHook {
   [[nodiscard]] virtual bool optimises(int /*start*/) { return true; }
 
   /// Whether the hook carries point-split multipliers for `node` (a node with
-  /// OpTraits::splits_anywhere; RelaxParams::split_point): the node is then observe()d and asked
-  /// params() even without relaxation parameters, and the engine adds the β term.
+  /// OpTraits::splits_anywhere or splits_operands; RelaxParams::point_splits): the node is then
+  /// observe()d and asked params() even without relaxation parameters, and the engine adds the
+  /// β terms.
   [[nodiscard]] virtual bool splits_at_points(int /*node*/) const { return false; }
 };
 
