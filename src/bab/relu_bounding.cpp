@@ -141,38 +141,28 @@ Batch gather(const std::vector<Domain>& ds, const ReluLayout& layout, const Inpu
   return b;
 }
 
-// Whether a batch's bounds of entry r are refreshed: those after layer `refresh_after`, and a
-// product's operands always (as the inputs of the other relaxed nodes are).
-bool refreshed(size_t r, size_t refresh_after, const ReluLayout& layout) {
-  return r > refresh_after || layout.operand(r);
-}
-
-// With refreshed intermediate bounds, the ReLU inputs after layer `refresh_after` (and a
-// product's operands) get CROWN bounds over the batch's bounds before them, intersected with
-// their own (written into b.pre); inputs of the other relaxed nodes (MaxPool, Sigmoid) CROWN
-// bounds over the batch's ReLU bounds (returned). Once per batch: neither depends on α or β.
+// With refreshed intermediate bounds, the ReLU inputs after layer `refresh_after` get CROWN
+// bounds over the batch's bounds before them, intersected with their own (written into
+// b.pre); inputs of the other relaxed nodes (MaxPool, Sigmoid) CROWN bounds over the batch's
+// ReLU bounds (returned). Once per batch: neither depends on α or β.
 std::vector<std::pair<int, Interval>> refresh(Batch& b, const BoundGraph& g,
                                               const ReluLayout& layout, const BoundOptions& bo,
                                               size_t refresh_after) {
   const size_t R = layout.size();
   std::vector<std::pair<int, Interval>> other;
-  bool any = !layout.other_pre().empty();
-  for (size_t r = 0; r < R; ++r) any = any || refreshed(r, refresh_after, layout);
-  if (!any) return other;
+  if (layout.other_pre().empty() && refresh_after + 1 >= R) return other;
   c10::NoGradGuard no_grad;
   CrownEngine engine(g, b.box, bo);
   for (size_t r = 0; r < R; ++r) {
-    if (refreshed(r, refresh_after, layout)) {
-      engine.set_reference_bounds(layout.pre(r), b.pre[r]);
-    } else {
+    if (r <= refresh_after) {
       engine.set_bounds(layout.pre(r), b.pre[r]);
+    } else {
+      engine.set_reference_bounds(layout.pre(r), b.pre[r]);
     }
   }
   engine.intersect_with_references();
   engine.compute_intermediate_bounds();
-  for (size_t r = 0; r < R; ++r) {
-    if (refreshed(r, refresh_after, layout)) b.pre[r] = engine.bounds(layout.pre(r));
-  }
+  for (size_t r = refresh_after + 1; r < R; ++r) b.pre[r] = engine.bounds(layout.pre(r));
   for (const int i : layout.other_pre()) other.emplace_back(i, engine.bounds(i));
   return other;
 }
@@ -337,10 +327,6 @@ Bounded DomainBounder::bound(std::vector<Domain>& ds, int iterations, bool optim
 
 namespace {
 
-// The branching scores of a recorded batch (branching.hpp): BaBSR's score and intercept score of
-// each free unstable neuron, over the spec rows that still matter (joined disjuncts drop those
-// proved on the domain); every neuron's, as domains keep them (one AllGather under TP):
-// [B, 2, N_all].
 // The bounds of node `node` in a batch: an entry's (b.pre) or another relaxed node's input's.
 const Interval& batch_bounds(int node, const Batch& b, const ReluLayout& layout,
                              const std::vector<std::pair<int, Interval>>& other) {
@@ -375,6 +361,10 @@ at::Tensor operand_A(size_t r, const at::Tensor& A, const Batch& b, const ReluLa
   return n.op->backward(out, in, bias).at(size_t(k)).lA;
 }
 
+// The branching scores of a recorded batch (branching.hpp): BaBSR's score and intercept score of
+// each free unstable neuron, over the spec rows that still matter (joined disjuncts drop those
+// proved on the domain); every neuron's, as domains keep them (one AllGather under TP):
+// [B, 2, N_all].
 at::Tensor branching_scores(const Batch& b, const std::vector<at::Tensor>& relu_A,
                             const at::Tensor& best, const Objective& obj, const ReluLayout& layout,
                             bool take_max, const BoundGraph& g,
@@ -452,20 +442,17 @@ void store(std::vector<Domain>& ds, const at::Tensor& values, const Batch& b,
     }
     if (scores.defined()) d.score = scores[int64_t(k)].clone();
   }
-  std::vector<std::pair<at::Tensor, size_t>> fresh;
-  for (size_t r = 0; r < R; ++r) {
-    if (!refreshed(r, refresh_after, layout)) continue;
-    fresh.emplace_back(b.pre[r].lower, r);
-    fresh.emplace_back(b.pre[r].upper, r);
+  std::vector<std::pair<at::Tensor, size_t>> refreshed;
+  for (size_t r = refresh_after + 1; r < R; ++r) {
+    refreshed.emplace_back(b.pre[r].lower, r);
+    refreshed.emplace_back(b.pre[r].upper, r);
   }
-  const std::vector<at::Tensor> bounds = layout.whole(fresh);
-  for (size_t r = 0, k = 0; r < R; ++r) {
-    if (!refreshed(r, refresh_after, layout)) continue;
+  const std::vector<at::Tensor> bounds = layout.whole(refreshed);
+  for (size_t r = refresh_after + 1, k = 0; r < R; ++r, k += 2) {
     for (size_t i = 0; i < ds.size(); ++i) {
       ds[i].lower[r] = bounds[k].narrow(0, int64_t(i), 1).clone();
       ds[i].upper[r] = bounds[k + 1].narrow(0, int64_t(i), 1).clone();
     }
-    k += 2;
   }
 }
 

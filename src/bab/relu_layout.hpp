@@ -34,9 +34,8 @@ class ReluLayout {
   [[nodiscard]] int relu(size_t r) const { return relus_[r]; }
   /// Which input of relu(r) entry r splits (0 but for a product's second operand).
   [[nodiscard]] int input(size_t r) const { return input_[r]; }
-  /// Whether entry r is an operand of a product (OpTraits::splits_operands): general, without
-  /// α (the product's planes keep CROWN's choice), and its bounds refreshed by CROWN in every
-  /// batch (as the other relaxed nodes' inputs are) and intersected with the domain's.
+  /// Whether entry r is an operand of a product (OpTraits::splits_operands): general, and
+  /// without α (the product's planes keep CROWN's choice).
   [[nodiscard]] bool operand(size_t r) const { return operand_[r]; }
   /// Whether split node r is a general one (split at any point of its input, no β) rather than
   /// a ReLU (split at 0, with β).
