@@ -378,25 +378,25 @@ at::Tensor branching_scores(const Batch& b, const std::vector<at::Tensor>& relu_
     const at::Tensor l = b.pre[r].lower.reshape({B, -1});
     const at::Tensor u = b.pre[r].upper.reshape({B, -1});
     const auto shape = b.pre[r].lower.sizes();
-    if (layout.operand(r)) {
-      const at::Tensor A =
-          relu_A[r].defined()
-              ? operand_A(r, relu_A[r].slice(0, 0, K), b, layout, other, g).reshape({K, B, -1})
-              : at::zeros({K, B, l.size(1)}, best.options());
-      const at::Tensor sc = general_scores(A, row_weight, l, u, (u - l).nan_to_num(0, 0, 0));
-      scores.emplace_back(
-          (sc + at::where(sc >= 0, 1e-9 * (u - l), at::zeros_like(sc))).reshape(shape), r);
-      scores.emplace_back(at::where(sc >= 0, at::zeros_like(sc), sc).reshape(shape), r);
-      continue;
-    }
-    const at::Tensor A = relu_A[r].defined() ? relu_A[r].slice(0, 0, K).reshape({K, B, -1})
-                                             : at::zeros({K, B, l.size(1)}, best.options());
+    // The rows' A at the node's output; at a product's operand, mapped through the product.
+    const at::Tensor A =
+        !relu_A[r].defined()
+            ? at::zeros({K, B, l.size(1)}, best.options())
+            : (layout.operand(r) ? operand_A(r, relu_A[r].slice(0, 0, K), b, layout, other, g)
+                                 : relu_A[r].slice(0, 0, K))
+                  .reshape({K, B, -1});
     if (layout.general(r)) {
       // Split again and again (each side narrower); no intercept score: BaBSR's own decides
-      // among ReLUs when the general scores carry no information.
-      const Interval* in[] = {&b.pre[r]};
-      const Interval out = g.node(layout.relu(r)).op->ibp(in);
-      const at::Tensor height = (out.upper - out.lower).reshape({B, -1});
+      // among ReLUs when the general scores carry no information. The height: the op's IBP
+      // output's, a product operand's own width (operand_A).
+      at::Tensor height;
+      if (layout.operand(r)) {
+        height = (u - l).nan_to_num(0, 0, 0);
+      } else {
+        const Interval* in[] = {&b.pre[r]};
+        const Interval out = g.node(layout.relu(r)).op->ibp(in);
+        height = (out.upper - out.lower).reshape({B, -1});
+      }
       const at::Tensor sc = general_scores(A, row_weight, l, u, height);
       scores.emplace_back(
           (sc + at::where(sc >= 0, 1e-9 * (u - l), at::zeros_like(sc))).reshape(shape), r);
