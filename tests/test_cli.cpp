@@ -495,6 +495,24 @@ TEST_F(Cli, SplitAndIntermediateSchemeAgree) {
   EXPECT_EQ(given.value("intermediate", ""), "tight") << given.dump();
 }
 
+// --cuts: its counts in --report (zero where nothing was learned); refused in one line where
+// the search splits the inputs, before anything runs.
+TEST_F(Cli, VerifyTakesCutsAndReportsThem) {
+  const fs::path report = dir_ / "report.json";
+  const CliResult r = run(
+      "verify --quiet --timeout 60 --max-rounds 2 --split relu --cuts --report " + quote(report));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = testing::read_json(report);
+  ASSERT_TRUE(j.contains("cuts")) << j.dump();
+  for (const char* key : {"checked", "learned", "pruned", "implied"}) {
+    EXPECT_GE(j["cuts"].value(key, -1), 0) << key << ": " << j.dump();
+  }
+  const CliResult input = run("verify --quiet --timeout 60 --split input --cuts");
+  EXPECT_NE(input.exit_code, 0);
+  EXPECT_NE(input.err.find("--cuts: cuts are made of ReLU splits"), std::string::npos) << input.err;
+  EXPECT_EQ(std::count(input.err.begin(), input.err.end(), '\n'), 1) << input.err;
+}
+
 // --memory-limit MB: taken, and given back in --report as memory.limit_bytes, with the smallest
 // batch of a branch and bound (bab_min_batch; null: none ran) and memory.limited; a negative,
 // malformed or overflowing value is a one-line usage error. bounds takes it as well.

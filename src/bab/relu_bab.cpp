@@ -7,6 +7,7 @@
 
 #include <ATen/ATen.h>
 
+#include "cut_pool.hpp"
 #include "distcrown/io/problem.hpp"
 #include "distcrown/methods/alpha_crown.hpp"
 #include "distcrown/methods/crown.hpp"
@@ -76,7 +77,11 @@ class ReluBab {
                  Checkpoint{context.deadline, &progress_},
                  on_device(io::enclosing_box(problem.vnnlib_case, g, g.dtype()), g.device()),
                  share_),
-        budget_(o, memory_limit, g.device(), units_.groups) {}
+        budget_(o, memory_limit, g.device(), units_.groups) {
+    if (o.cuts) {
+      if (std::string why = cuts_refusal(); !why.empty()) throw InvalidArgument("--cuts: " + why);
+    }
+  }
 
   /// Branch and bound until decided, out of rounds, or past the deadline (kTimeout, also when
   /// a bounding pass stopped at it), starting from `start` (or α-CROWN at the root when null).
@@ -106,6 +111,14 @@ class ReluBab {
   void per_group_of_ranks(BabResult& res) const;
   /// Spec-parallel: counts the plan's moves inside a group apart from those between groups.
   void count_moves(const std::vector<Planned>& plan, int64_t moved, BabResult& res) const;
+  /// Why this search cannot keep a cut pool (BabOptions::cuts); empty when it can.
+  [[nodiscard]] std::string cuts_refusal() const;
+  /// The pool's verdict on each child before it is bounded: pruned children leave `children`,
+  /// the others take the splits the pool implies.
+  void apply_cuts(std::vector<Domain>& children);
+  /// Nogoods from the proved children: each one's decisions with positive β, proved again
+  /// from the root in one values-only batch (cut_pool.hpp).
+  void learn_cuts(const std::vector<Domain>& children);
 
   const BoundGraph& g_;
   const BabProblem& problem_;
@@ -123,6 +136,8 @@ class ReluBab {
   detail::DomainBounder bounder_;
   detail::BatchBudget budget_;
   BabResult res_;
+  std::optional<Domain> root_;           // the bounded root, where cuts are proved from
+  std::optional<detail::CutPool> cuts_;  // with BabOptions::cuts, once the root is bounded
 };
 
 void ReluBab::per_group_of_ranks(BabResult& res) const {
@@ -269,6 +284,10 @@ void ReluBab::bound_root(const RootStart* start, RoundReport& mine,
     if (share_) bounder_.set_spare(first.front());
     const Bounded b = bounder_.bound(first, o_.iterations, true);
     if (me != 0) bounder_.set_bounded(0);  // the root counts once, as group 0's (rank 0's)
+    if (o_.cuts) {
+      root_ = first.front();
+      cuts_.emplace(layout_, *root_);
+    }
     mine.counterexample = attack_from(first, b, std::nullopt, false);
     if (!mine.counterexample && first.front().value <= 0) {
       if (layout_.empty()) {
@@ -302,12 +321,72 @@ void ReluBab::split_and_bound(std::vector<std::pair<int64_t, Domain>>& planned, 
     children.push_back(detail::child(parents[i], layout_, above, id + 1));
   }
   parents.clear();
+  if (cuts_) apply_cuts(children);
   const Bounded b = bounder_.bound(children, o_.iterations, true);
+  if (cuts_) learn_cuts(children);
   const bool pgd = o_.attack_every > 0 && res_.rounds % o_.attack_every == 0;
   mine.counterexample =
       attack_from(children, b, pgd ? std::optional<int64_t>(res_.rounds) : std::nullopt, true);
   for (Domain& c : children) {
     if (c.value <= 0) queue.push(std::move(c));  // else proved
+  }
+}
+
+std::string ReluBab::cuts_refusal() const {
+  // One pool per search: domain groups, spec-parallel ranks and tensor-parallel slices would
+  // each learn their own and the searches would no longer be one process's.
+  if (world_.groups > 1 || share_ || g_.tensor_parallel_group()) {
+    return "cuts are kept by one process's search: not with --domain-groups > 1, "
+           "--spec-parallel or tensor parallelism";
+  }
+  if (layout_.any_general()) {
+    return "cuts are made of ReLU splits: this network's search also splits general "
+           "nonlinearities";
+  }
+  return {};
+}
+
+void ReluBab::apply_cuts(std::vector<Domain>& children) {
+  std::vector<Domain> kept;
+  kept.reserve(children.size());
+  for (Domain& c : children) {
+    const detail::Propagation p = cuts_->propagate(c);
+    if (p.pruned) {
+      ++res_.cuts.pruned;
+      continue;
+    }
+    for (const Split& s : p.implied) {
+      const double floor = c.floor;
+      c = detail::child(c, layout_, s, c.id);
+      c.floor = floor;
+      ++res_.cuts.implied;
+    }
+    kept.push_back(std::move(c));
+  }
+  children = std::move(kept);
+}
+
+void ReluBab::learn_cuts(const std::vector<Domain>& children) {
+  std::vector<Domain> reduced;
+  std::vector<std::vector<detail::Decision>> nogoods;
+  for (const Domain& c : children) {
+    if (c.value <= 0) continue;
+    std::vector<detail::Decision> used = cuts_->decisions(c, true);
+    if (used.empty() || used.size() == cuts_->decisions(c).size()) continue;
+    reduced.push_back(cuts_->domain_of(*root_, used, c));
+    nogoods.push_back(std::move(used));
+  }
+  if (reduced.empty()) return;
+  const int64_t bounded = bounder_.bounded();  // the checks are not domains of the search
+  const Bounded b = bounder_.bound(reduced, o_.iterations, true, true);
+  bounder_.set_bounded(bounded);
+  res_.cuts.checked += int64_t(reduced.size());
+  const at::Tensor v = b.values.to(at::kDouble).contiguous();
+  for (size_t i = 0; i < nogoods.size(); ++i) {
+    if (v[int64_t(i)].item<double>() > 0) {
+      cuts_->add(std::move(nogoods[i]));
+      ++res_.cuts.learned;
+    }
   }
 }
 

@@ -102,78 +102,9 @@ CLI::Validator output_path() {
       [](std::string& path) { return path.empty() ? std::string("empty path") : ""; }, "FILE");
 }
 
-// The table. Defaults are those of the fields (RunOptions and the library's option structs).
-const std::vector<OptionSpec>& table() {
-  static const std::vector<OptionSpec> specs = {
-      {"model", Applies::kBoth, "ONNX model (default: the embedded digits MLP)",
-       field(
-           [](RunOptions & r) -> auto& { return r.model; }, CLI::ExistingFile)},
-      {"vnnlib", Applies::kBoth, "VNNLIB property (default: the embedded one)",
-       field(
-           [](RunOptions & r) -> auto& { return r.vnnlib; }, CLI::ExistingFile)},
-      {"result", Applies::kBoth,
-       "bounds: write the bounds as JSON here; verify: write the VNN-COMP result here (`error` "
-       "on any failure)",
-       field(
-           [](RunOptions & r) -> auto& { return r.result; }, output_path())},
-      {"report", Applies::kVerify,
-       "write a JSON summary here: result, time_s (since the process started), world_size, "
-       "groups, shard, split (input or relu: what branch and bound splits), intermediate (the "
-       "scheme of the bounding passes), domains_bounded, domains_per_group, domains_moved "
-       "(between groups), domains_moved_in_groups (spec-parallel: between a group's ranks), "
-       "counterexample_group, bab_min_batch, bab_passes (planned or reference), bab_pass_flops, "
-       "bab_rounds, "
-       "memory (peak_bytes resident, the largest over the "
-       "ranks, and per rank; limit_bytes), comm",
-       field(
-           [](RunOptions & r) -> auto& { return r.report; }, output_path())},
-      {"method", Applies::kBounds, "bounding method",
-       field([](RunOptions & r) -> auto& { return r.method; })},
-      {"iterations", Applies::kBoth,
-       "alpha-CROWN optimisation steps (bounds: --method alpha-crown; verify: at the root)",
-       field(
-           [](RunOptions & r) -> auto& { return r.alpha.iterations; }, whole_number(1))},
-      {"lr", Applies::kBoth, "alpha-CROWN: Adam learning rate for the slopes",
-       field(
-           [](RunOptions & r) -> auto& { return r.alpha.lr; }, finite_number(true))},
-      {"intermediate", Applies::kBoth,
-       "intermediate bounds: auto (tight_unstable when verify splits the inputs, else "
-       "auto_lirpa), auto_lirpa (matches auto_LiRPA), tight (CROWN for every neuron, intersected "
-       "with IBP), tight_unstable (tight for the neurons IBP leaves unstable, each box its own) or "
-       "every (CROWN for every neuron, not intersected: auto_LiRPA without sparse intermediate "
-       "bounds)",
-       field([](RunOptions & r) -> auto& { return r.intermediate; })},
-      {"crown-batch-size", Applies::kBoth,
-       "bound at most N intermediate neurons per backward pass (0 = as many as keep a pass's A "
-       "matrices near 256 MB)",
-       field(
-           [](RunOptions & r) -> auto& { return r.bound.crown_batch_size; },
-           whole_number(int64_t{0}))},
-      {"conv-mode", Applies::kBoth,
-       "A matrices of CROWN passes from convolutional feature maps: matrix (dense) or patches "
-       "(auto_LiRPA's conv_mode; CROWN and alpha-CROWN passes, branch and bound's stay dense)",
-       field([](RunOptions & r) -> auto& { return r.bound.conv_mode; })},
-      {"dtype", Applies::kBoth, "floating-point type of the bounds and forward passes",
-       field([](RunOptions & r) -> auto& { return r.dtype; })},
-      {"device", Applies::kBoth, "where the bounds are computed",
-       field([](RunOptions & r) -> auto& { return r.device; })},
-      {"threads", Applies::kBoth, "intra-op (OpenMP) threads",
-       field(
-           [](RunOptions & r) -> auto& { return r.threads; }, CLI::Range(1, kMaxThreads))},
-      {"timeout", Applies::kBoth,
-       "seconds (0 = none); bounds: starts no new phase after it and fails",
-       field(
-           [](RunOptions & r) -> auto& { return r.verify.timeout_s; }, finite_number(false))},
-      {"shard", Applies::kBoth,
-       "sharding over the ranks (verify: over the ranks of each domain group): none, fsdp, tp "
-       "(tensor parallel, IBP inside zones) or tp-exact (tensor parallel, CROWN inside zones)",
-       field([](RunOptions & r) -> auto& { return r.shard; })},
-      {"spec-parallel", Applies::kBoth,
-       "split the rows of every backward pass across the ranks (verify: the domains of each "
-       "ReLU-splitting batch across the ranks of a domain group)",
-       field([](RunOptions & r) -> auto& { return r.spec_parallel; })},
-      {"backend", Applies::kBoth, "auto (MPI under mpirun, NCCL with --device cuda)",
-       field([](RunOptions & r) -> auto& { return r.backend; })},
+// Branch and bound's own options (verify only), in the table's order.
+std::vector<OptionSpec> bab_specs() {
+  return {
       {"bab-batch-size", Applies::kVerify, "domains split per branch-and-bound round",
        field(
            [](RunOptions & r) -> auto& { return r.verify.bab.batch; }, whole_number(int64_t{1}))},
@@ -220,37 +151,129 @@ const std::vector<OptionSpec>& table() {
        "domains of every branch-and-bound round",
        field(
            [](RunOptions & r) -> auto& { return r.domain_groups; }, whole_number(1))},
+      {"cuts", Applies::kVerify,
+       "ReLU splitting: cuts from verified subproblems (each proved domain's splits that its "
+       "bound used, proved again from the root, prune and split later domains); one domain "
+       "group, no spec-parallel or tensor parallelism",
+       field([](RunOptions & r) -> auto& { return r.verify.bab.cuts; })},
       {"deterministic", Applies::kVerify,
        "fixed batches, no early exits: the same work on every run",
-       field([](RunOptions & r) -> auto& { return r.verify.bab.deterministic; })},
-      {"memory-limit", Applies::kBoth,
-       "MB (10^6 bytes) of tensors to hold: alpha-CROWN bounds the intermediate nodes it "
-       "reaches past half of it without alpha, and stops optimising past all of it; verify: "
-       "each round of ReLU branch and bound shrinks its batch to fit, and the search ends "
-       "unknown when not one domain fits (0 = half of the available memory: the host's, or the "
-       "GPU's with --device cuda)",
-       field(
-           [](RunOptions & r) -> auto& { return r.memory_limit_mb; },
-           CLI::Range(int64_t{0}, kMaxMemoryLimitMb))},
-      {"max-rounds", Applies::kVerify, "stop branch and bound after N rounds (0 = no limit)",
-       field(
-           [](RunOptions & r) -> auto& { return r.verify.bab.max_rounds; },
-           whole_number(int64_t{0}))},
-      {"attack-restarts", Applies::kVerify,
-       "random starting points of the PGD attack before branch and bound (besides the box "
-       "centre), attacked in one batch",
-       field(
-           [](RunOptions & r) -> auto& { return r.verify.bab.attack.restarts; }, whole_number(0))},
-      {"attack-steps", Applies::kVerify, "PGD steps of that attack",
-       field(
-           [](RunOptions & r) -> auto& { return r.verify.bab.attack.steps; }, whole_number(0))},
-      {"seed", Applies::kVerify, "attack seed",
-       field(
-           [](RunOptions & r) -> auto& { return r.verify.bab.attack.seed; },
-           whole_number(uint64_t{0}))},
-      {"quiet", Applies::kVerify, "no progress lines on stderr",
-       field([](RunOptions & r) -> auto& { return r.quiet; })},
-  };
+       field([](RunOptions & r) -> auto& { return r.verify.bab.deterministic; })}};
+}
+
+// The table. Defaults are those of the fields (RunOptions and the library's option structs).
+const std::vector<OptionSpec>& table() {
+  static const std::vector<OptionSpec> specs = [] {
+    std::vector<OptionSpec> s = {
+        {"model", Applies::kBoth, "ONNX model (default: the embedded digits MLP)",
+         field(
+             [](RunOptions & r) -> auto& { return r.model; }, CLI::ExistingFile)},
+        {"vnnlib", Applies::kBoth, "VNNLIB property (default: the embedded one)",
+         field(
+             [](RunOptions & r) -> auto& { return r.vnnlib; }, CLI::ExistingFile)},
+        {"result", Applies::kBoth,
+         "bounds: write the bounds as JSON here; verify: write the VNN-COMP result here (`error` "
+         "on any failure)",
+         field(
+             [](RunOptions & r) -> auto& { return r.result; }, output_path())},
+        {"report", Applies::kVerify,
+         "write a JSON summary here: result, time_s (since the process started), world_size, "
+         "groups, shard, split (input or relu: what branch and bound splits), intermediate (the "
+         "scheme of the bounding passes), domains_bounded, domains_per_group, domains_moved "
+         "(between groups), domains_moved_in_groups (spec-parallel: between a group's ranks), "
+         "counterexample_group, bab_min_batch, bab_passes (planned or reference), bab_pass_flops, "
+         "bab_rounds, cuts (--cuts: checked, learned, pruned, implied), "
+         "memory (peak_bytes resident, the largest over the "
+         "ranks, and per rank; limit_bytes), comm",
+         field(
+             [](RunOptions & r) -> auto& { return r.report; }, output_path())},
+        {"method", Applies::kBounds, "bounding method",
+         field([](RunOptions & r) -> auto& { return r.method; })},
+        {"iterations", Applies::kBoth,
+         "alpha-CROWN optimisation steps (bounds: --method alpha-crown; verify: at the root)",
+         field(
+             [](RunOptions & r) -> auto& { return r.alpha.iterations; }, whole_number(1))},
+        {"lr", Applies::kBoth, "alpha-CROWN: Adam learning rate for the slopes",
+         field(
+             [](RunOptions & r) -> auto& { return r.alpha.lr; }, finite_number(true))},
+        {"intermediate", Applies::kBoth,
+         "intermediate bounds: auto (tight_unstable when verify splits the inputs, else "
+         "auto_lirpa), auto_lirpa (matches auto_LiRPA), tight (CROWN for every neuron, intersected "
+         "with IBP), tight_unstable (tight for the neurons IBP leaves unstable, each box its own) "
+         "or "
+         "every (CROWN for every neuron, not intersected: auto_LiRPA without sparse intermediate "
+         "bounds)",
+         field([](RunOptions & r) -> auto& { return r.intermediate; })},
+        {"crown-batch-size", Applies::kBoth,
+         "bound at most N intermediate neurons per backward pass (0 = as many as keep a pass's A "
+         "matrices near 256 MB)",
+         field(
+             [](RunOptions & r) -> auto& { return r.bound.crown_batch_size; },
+             whole_number(int64_t{0}))},
+        {"conv-mode", Applies::kBoth,
+         "A matrices of CROWN passes from convolutional feature maps: matrix (dense) or patches "
+         "(auto_LiRPA's conv_mode; CROWN and alpha-CROWN passes, branch and bound's stay dense)",
+         field([](RunOptions & r) -> auto& { return r.bound.conv_mode; })},
+        {"dtype", Applies::kBoth, "floating-point type of the bounds and forward passes",
+         field([](RunOptions & r) -> auto& { return r.dtype; })},
+        {"device", Applies::kBoth, "where the bounds are computed",
+         field([](RunOptions & r) -> auto& { return r.device; })},
+        {"threads", Applies::kBoth, "intra-op (OpenMP) threads",
+         field(
+             [](RunOptions & r) -> auto& { return r.threads; }, CLI::Range(1, kMaxThreads))},
+        {"timeout", Applies::kBoth,
+         "seconds (0 = none); bounds: starts no new phase after it and fails",
+         field(
+             [](RunOptions & r) -> auto& { return r.verify.timeout_s; }, finite_number(false))},
+        {"shard", Applies::kBoth,
+         "sharding over the ranks (verify: over the ranks of each domain group): none, fsdp, tp "
+         "(tensor parallel, IBP inside zones) or tp-exact (tensor parallel, CROWN inside zones)",
+         field([](RunOptions & r) -> auto& { return r.shard; })},
+        {"spec-parallel", Applies::kBoth,
+         "split the rows of every backward pass across the ranks (verify: the domains of each "
+         "ReLU-splitting batch across the ranks of a domain group)",
+         field([](RunOptions & r) -> auto& { return r.spec_parallel; })},
+        {"backend", Applies::kBoth, "auto (MPI under mpirun, NCCL with --device cuda)",
+         field([](RunOptions & r) -> auto& { return r.backend; })},
+    };
+    const std::vector<OptionSpec> bab = bab_specs();
+    s.insert(s.end(), bab.begin(), bab.end());
+    s.insert(
+        s.end(),
+        {
+            {"memory-limit", Applies::kBoth,
+             "MB (10^6 bytes) of tensors to hold: alpha-CROWN bounds the intermediate nodes it "
+             "reaches past half of it without alpha, and stops optimising past all of it; verify: "
+             "each round of ReLU branch and bound shrinks its batch to fit, and the search ends "
+             "unknown when not one domain fits (0 = half of the available memory: the host's, or "
+             "the "
+             "GPU's with --device cuda)",
+             field(
+                 [](RunOptions & r) -> auto& { return r.memory_limit_mb; },
+                 CLI::Range(int64_t{0}, kMaxMemoryLimitMb))},
+            {"max-rounds", Applies::kVerify, "stop branch and bound after N rounds (0 = no limit)",
+             field(
+                 [](RunOptions & r) -> auto& { return r.verify.bab.max_rounds; },
+                 whole_number(int64_t{0}))},
+            {"attack-restarts", Applies::kVerify,
+             "random starting points of the PGD attack before branch and bound (besides the box "
+             "centre), attacked in one batch",
+             field(
+                 [](RunOptions & r) -> auto& { return r.verify.bab.attack.restarts; },
+                 whole_number(0))},
+            {"attack-steps", Applies::kVerify, "PGD steps of that attack",
+             field(
+                 [](RunOptions & r) -> auto& { return r.verify.bab.attack.steps; },
+                 whole_number(0))},
+            {"seed", Applies::kVerify, "attack seed",
+             field(
+                 [](RunOptions & r) -> auto& { return r.verify.bab.attack.seed; },
+                 whole_number(uint64_t{0}))},
+            {"quiet", Applies::kVerify, "no progress lines on stderr",
+             field([](RunOptions & r) -> auto& { return r.quiet; })},
+        });
+    return s;
+  }();
   return specs;
 }
 

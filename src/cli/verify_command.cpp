@@ -197,6 +197,10 @@ nlohmann::json run_facts(const RunOptions& a, collective::Communicator& world,
                     : r.bab_planned     ? nlohmann::json("planned")
                                         : nlohmann::json("reference");
   j["bab_pass_flops"] = r.bab_pass_flops;
+  j["cuts"] = {{"checked", r.cuts.checked},
+               {"learned", r.cuts.learned},
+               {"pruned", r.cuts.pruned},
+               {"implied", r.cuts.implied}};
   j["bab_rounds"] = r.bab_rounds;
   j["worst_bound"] = r.worst_bound ? nlohmann::json(*r.worst_bound) : nlohmann::json();
   // The smallest batch of a ReLU-splitting round (null: none ran), and this rank's memory limit

@@ -125,6 +125,11 @@ struct BabOptions {
   /// Measure the bytes the queued domains hold after every round (BabResult::peak_store; ReLU
   /// splitting): the memory benchmark's breakdown, a walk over the queue each round.
   bool measure_store = false;
+  /// Cuts from verified subproblems (ReLU splitting, one domain group, no spec-parallel or
+  /// tensor parallelism): each proved domain's decisions with positive β, proved again from the
+  /// root, become a nogood that prunes later domains inside it and splits those inside all but
+  /// one of its decisions (src/bab/cut_pool.hpp).
+  bool cuts = false;
 };
 
 enum class BabStatus { kProved, kFalsified, kTimeout, kUnknown };
@@ -137,6 +142,14 @@ struct DomainStoreBytes {
   int64_t bounds = 0;  // intermediate bounds (lower and upper)
   int64_t other = 0;   // split decisions and branching scores
   [[nodiscard]] int64_t total() const { return alpha + beta + bounds + other; }
+};
+
+/// What the cut pool did (BabOptions::cuts).
+struct CutCounts {
+  int64_t checked = 0;  // reduced conjunctions bounded again
+  int64_t learned = 0;  // of those, proved: nogoods in the pool
+  int64_t pruned = 0;   // domains proved by a nogood without a pass
+  int64_t implied = 0;  // splits a nogood forced on a domain
 };
 
 struct BabResult {
@@ -163,6 +176,7 @@ struct BabResult {
   /// floating-point operations of their products (planned passes count them; 0 otherwise).
   bool planned = false;
   int64_t pass_flops = 0;
+  CutCounts cuts;
 };
 
 /// Why ReLU branch and bound cannot share its batches between a group's ranks
