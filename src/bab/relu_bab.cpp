@@ -321,7 +321,10 @@ void ReluBab::split_and_bound(std::vector<std::pair<int64_t, Domain>>& planned, 
     children.push_back(detail::child(parents[i], layout_, above, id + 1));
   }
   parents.clear();
-  if (cuts_) apply_cuts(children);
+  if (cuts_) {
+    apply_cuts(children);
+    if (children.empty()) return;  // every child inside a nogood (cuts: one process, no share)
+  }
   const Bounded b = bounder_.bound(children, o_.iterations, true);
   if (cuts_) learn_cuts(children);
   const bool pgd = o_.attack_every > 0 && res_.rounds % o_.attack_every == 0;
