@@ -23,6 +23,22 @@ std::string spec_parallel_refusal(const BabOptions& o, bool tensor_parallel) {
          "the ranks' shares different passes";
 }
 
+std::string cuts_refusal(const CutsSetting& s) {
+  if (s.splits_inputs) {
+    return "--cuts: cuts are made of ReLU splits, and this property's search splits the inputs "
+           "(--split relu splits ReLUs)";
+  }
+  if (s.shared || s.tensor_parallel) {
+    return "--cuts: cuts are kept by one process's search: not with --domain-groups > 1, "
+           "--spec-parallel or tensor parallelism";
+  }
+  if (s.general_splits) {
+    return "--cuts: cuts are made of ReLU splits: this network's search also splits general "
+           "nonlinearities";
+  }
+  return {};
+}
+
 int64_t default_memory_limit_bytes(bool cuda) {
   if (cuda) return memory::cuda_free_bytes(-1) / 2;
   std::ifstream in("/proc/meminfo");

@@ -440,11 +440,7 @@ void InputBab::search() {
 BabResult input_bab(const BabOptions& options, const RunContext& context, const BoundGraph& g,
                     const BabProblem& problem) {
   if (options.batch < 1) throw InvalidArgument("branch and bound batch must be >= 1");
-  if (options.cuts) {
-    throw InvalidArgument(
-        "--cuts: cuts are made of ReLU splits, and this search splits the "
-        "inputs (--split relu splits ReLUs)");
-  }
+  if (options.cuts) throw InvalidArgument(cuts_refusal({.splits_inputs = true}));
   Progress own_progress(options.progress, context.deadline);
   Progress& progress = context.progress != nullptr ? *context.progress : own_progress;
   progress.start("bab (input splits)");

@@ -79,7 +79,12 @@ class ReluBab {
                  share_),
         budget_(o, memory_limit, g.device(), units_.groups) {
     if (o.cuts) {
-      if (std::string why = cuts_refusal(); !why.empty()) throw InvalidArgument("--cuts: " + why);
+      if (std::string why = cuts_refusal({.shared = world_.groups > 1 || share_ != nullptr,
+                                          .tensor_parallel = g.tensor_parallel_group() != nullptr,
+                                          .general_splits = layout_.any_general()});
+          !why.empty()) {
+        throw InvalidArgument(why);
+      }
     }
   }
 
@@ -111,8 +116,6 @@ class ReluBab {
   void per_group_of_ranks(BabResult& res) const;
   /// Spec-parallel: counts the plan's moves inside a group apart from those between groups.
   void count_moves(const std::vector<Planned>& plan, int64_t moved, BabResult& res) const;
-  /// Why this search cannot keep a cut pool (BabOptions::cuts); empty when it can.
-  [[nodiscard]] std::string cuts_refusal() const;
   /// The pool's verdict on each child before it is bounded: pruned children leave `children`,
   /// the others take the splits the pool implies.
   void apply_cuts(std::vector<Domain>& children);
@@ -333,20 +336,6 @@ void ReluBab::split_and_bound(std::vector<std::pair<int64_t, Domain>>& planned, 
   for (Domain& c : children) {
     if (c.value <= 0) queue.push(std::move(c));  // else proved
   }
-}
-
-std::string ReluBab::cuts_refusal() const {
-  // One pool per search: domain groups, spec-parallel ranks and tensor-parallel slices would
-  // each learn their own and the searches would no longer be one process's.
-  if (world_.groups > 1 || share_ || g_.tensor_parallel_group()) {
-    return "cuts are kept by one process's search: not with --domain-groups > 1, "
-           "--spec-parallel or tensor parallelism";
-  }
-  if (layout_.any_general()) {
-    return "cuts are made of ReLU splits: this network's search also splits general "
-           "nonlinearities";
-  }
-  return {};
 }
 
 void ReluBab::apply_cuts(std::vector<Domain>& children) {

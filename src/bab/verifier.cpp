@@ -156,10 +156,7 @@ void add_search(VerifyResult& r, const BabResult& b) {
   ++r.bab_searches;
   r.bab_rounds += b.rounds;
   r.bab_pass_flops += b.pass_flops;
-  r.cuts.checked += b.cuts.checked;
-  r.cuts.learned += b.cuts.learned;
-  r.cuts.pruned += b.cuts.pruned;
-  r.cuts.implied += b.cuts.implied;
+  r.cuts += b.cuts;
   if (b.status != BabStatus::kProved && b.rounds > 0) r.worst_bound = b.worst_value;
   r.domains_per_group.resize(b.domains_per_group.size(), 0);
   for (size_t k = 0; k < b.domains_per_group.size(); ++k) {
@@ -301,16 +298,14 @@ std::string verify_refusal(const VerifyOptions& options, const RunLayout& layout
            std::to_string(layout.world_size) + " ranks";
   }
   if (options.bab.cuts) {
-    // One pool per search (bab/cut_pool.hpp); general split nodes are refused when the search
-    // starts (its layout knows them).
-    if (splits_inputs(options, g, property)) {
-      return "--cuts: cuts are made of ReLU splits, and this property's search splits the inputs "
-             "(--split relu splits ReLUs)";
-    }
-    if (layout.groups > 1 || layout.tensor_parallel ||
-        (options.bab.spec_parallel && layout.world_size > layout.groups)) {
-      return "--cuts: cuts are kept by one process's search: not with --domain-groups > 1, "
-             "--spec-parallel or tensor parallelism";
+    // General split nodes are refused when the search starts (its layout knows them).
+    const bool shared =
+        layout.groups > 1 || (options.bab.spec_parallel && layout.world_size > layout.groups);
+    if (std::string why = cuts_refusal({.splits_inputs = splits_inputs(options, g, property),
+                                        .shared = shared,
+                                        .tensor_parallel = layout.tensor_parallel});
+        !why.empty()) {
+      return why;
     }
   }
   if (!options.bab.spec_parallel || layout.world_size == layout.groups) return {};

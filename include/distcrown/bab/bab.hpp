@@ -150,6 +150,13 @@ struct CutCounts {
   int64_t learned = 0;  // of those, proved: nogoods in the pool
   int64_t pruned = 0;   // domains proved by a nogood without a pass
   int64_t implied = 0;  // splits a nogood forced on a domain
+  CutCounts& operator+=(const CutCounts& o) {
+    checked += o.checked;
+    learned += o.learned;
+    pruned += o.pruned;
+    implied += o.implied;
+    return *this;
+  }
 };
 
 struct BabResult {
@@ -184,6 +191,18 @@ struct BabResult {
 /// Refreshed intermediate bounds bound each domain's own unstable neurons, a different number of
 /// passes in each rank's share; tensor-parallel layers need every rank in the same passes.
 std::string spec_parallel_refusal(const BabOptions& o, bool tensor_parallel);
+
+/// What decides whether a branch and bound can keep a cut pool (BabOptions::cuts).
+struct CutsSetting {
+  bool splits_inputs = false;    // input splitting: cuts are made of ReLU splits
+  bool shared = false;           // domain groups, or spec-parallel over several ranks
+  bool tensor_parallel = false;  // the graph's layers are sliced over ranks
+  bool general_splits = false;   // the search also splits general nonlinearities
+};
+/// Why `s` rules out --cuts, as a one-line error ("--cuts: ..."); empty when it does not. One
+/// pool per search: shared or sliced searches would each learn their own, and the search would
+/// no longer be one process's.
+std::string cuts_refusal(const CutsSetting& s);
 
 /// The default memory limit: half of the memory available now: on the CPU what the OS reports
 /// (Linux /proc/meminfo MemAvailable; 0 where that is not known: no limit), on a CUDA device
