@@ -5,11 +5,13 @@
 //
 // Backends: "local" (always), "mpi" (CPU tensors), "mpi_cuda" (CUDA tensors staged through host
 // memory; skipped without a GPU), "nccl" (skipped unless nccl_available() and one GPU per rank).
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -476,6 +478,48 @@ TEST(Communicator, NcclUnavailableThrowsError) {
   }
   // Collective even when it fails: every rank agrees there is no GPU before anyone throws.
   EXPECT_THROW((void)distcrown::collective::make_nccl_communicator(), distcrown::Error);
+}
+
+// The watchdog (collective_watch.hpp): the last rank stops participating for 2 s; every other
+// rank's all_reduce ends after its 0.5 s collective timeout (and at most 0.5 s of asking) in
+// CollectiveTimeout naming the collective, the missing rank and the ranks that arrived. The last
+// rank then makes the call (no timeout), which completes the collective the others left pending, so
+// the job ends cleanly.
+TEST(Communicator, CollectiveTimeoutNamesTheRankThatDidNotArrive) {
+  if (world_size() < 2) GTEST_SKIP() << "needs two ranks or more";
+  const CommPtr comm = distcrown::collective::make_mpi_communicator();
+  EXPECT_EQ(comm->collective_timeout(), distcrown::collective::kDefaultCollectiveTimeoutSeconds);
+  EXPECT_THROW(comm->set_collective_timeout(-1), distcrown::InvalidArgument);
+  const int last = comm->size() - 1;
+  const bool late = comm->rank() == last;
+  comm->set_collective_timeout(late ? 0.0 : 0.5);
+  const CommPtr part = comm->split(0);
+  EXPECT_EQ(part->collective_timeout(), comm->collective_timeout());
+  at::Tensor t = at::ones({4}, at::kFloat);
+  if (late) {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    comm->all_reduce(t, ReduceOp::kSum);
+    EXPECT_TRUE(at::equal(t, at::full({4}, comm->size(), at::kFloat)));
+  } else {
+    std::string message;
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      comm->all_reduce(t, ReduceOp::kSum);
+    } catch (const distcrown::collective::CollectiveTimeout& e) {
+      message = e.what();
+    }
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_GE(waited, 0.5);
+    EXPECT_NE(message.find("collective all_reduce #"), std::string::npos) << message;
+    EXPECT_NE(message.find("rank " + std::to_string(last) + " did not arrive"), std::string::npos)
+        << message;
+    std::string arrived = last == 1 ? "arrived: rank 0" : "arrived: ranks 0";
+    for (int r = 1; r < last; ++r) arrived += ", " + std::to_string(r);
+    EXPECT_NE(message.find(arrived), std::string::npos) << message;
+  }
+  part->set_collective_timeout(0.0);
+  part->barrier();  // every rank is here again: the pending all_reduce has completed
 }
 
 TEST(Communicator, LocalIsSingleRankEverywhere) {

@@ -130,8 +130,8 @@ int run_bounds(const RunOptions& a) {
   require_usable_device(a.device);
   c10::NoGradGuard no_grad;
   at::set_num_threads(a.threads);
-  const collective::CommPtr comm =
-      make_world(std::string(enum_name(a.backend)), std::string(enum_name(a.device)));
+  const collective::CommPtr comm = make_world(
+      std::string(enum_name(a.backend)), std::string(enum_name(a.device)), a.collective_timeout_s);
   const at::ScalarType dtype = a.dtype == Dtype::kFloat64 ? at::kDouble : at::kFloat;
   const at::Device device =
       a.device == Device::kCuda ? at::Device(at::kCUDA) : at::Device(at::kCPU);

@@ -14,6 +14,7 @@
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
 #include "distcrown/collective/agreement.hpp"
+#include "distcrown/collective/mpi.hpp"
 #include "distcrown/util/error.hpp"
 #include "distcrown/util/memory.hpp"
 #include "distcrown/util/output_file.hpp"
@@ -76,6 +77,11 @@ int main(int argc, char** argv) {
     if (printing_process()) report(e.what());
   } catch (const distcrown::cli::UsageError& e) {
     if (printing_process()) report(e.what());
+  } catch (const distcrown::collective::CollectiveTimeout& e) {
+    // Its collective is still pending, and the other ranks may wait in it: end them all.
+    report(e.what());
+    write_error_result(args);
+    distcrown::collective::abort_all_ranks(1);
   } catch (const distcrown::collective::WorldError& e) {
     // Every rank has this error; rank 0 (the only one that prints) reports it once.
     if (e.printing_rank()) report(e.what());

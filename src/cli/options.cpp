@@ -235,6 +235,11 @@ const std::vector<OptionSpec>& table() {
          field([](RunOptions & r) -> auto& { return r.spec_parallel; })},
         {"backend", Applies::kBoth, "auto (MPI under mpirun, NCCL with --device cuda)",
          field([](RunOptions & r) -> auto& { return r.backend; })},
+        {"collective-timeout", Applies::kBoth,
+         "seconds one collective may wait for the other ranks before the job ends with an error "
+         "naming the ranks that did not arrive (0 = forever)",
+         field(
+             [](RunOptions & r) -> auto& { return r.collective_timeout_s; }, finite_number(false))},
     };
     const std::vector<OptionSpec> bab = bab_specs();
     s.insert(s.end(), bab.begin(), bab.end());

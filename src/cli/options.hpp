@@ -16,6 +16,7 @@
 #include <CLI/CLI.hpp>
 
 #include "distcrown/bab/verifier.hpp"
+#include "distcrown/collective/communicator.hpp"
 #include "distcrown/methods/alpha_crown.hpp"
 #include "distcrown/methods/options.hpp"
 #include "distcrown/sharding/sharded_param.hpp"
@@ -101,6 +102,8 @@ struct RunOptions {
   sharding::ShardPlan shard = sharding::ShardPlan::kNone;
   bool spec_parallel = false;
   int domain_groups = 1;  // verify: BabWorld::groups
+  /// Communicator::set_collective_timeout of the world (and the groups split from it).
+  double collective_timeout_s = collective::kDefaultCollectiveTimeoutSeconds;
   /// verify: bab::RunContext::memory_limit_bytes in MB (10^6 bytes); 0 = the library's default.
   int64_t memory_limit_mb = 0;
   /// Intra-op (OpenMP) threads. Branch and bound runs many small operations; on a 2-core VM

@@ -104,6 +104,16 @@ void write_result(const std::string& path, const std::string& text) {
   if (!path.empty()) write_output_file(path, text);
 }
 
+// A rank's failure ends the job: the VNN-COMP contract still wants a result file.
+void write_error_result(const std::string& path) {
+  if (path.empty()) return;
+  try {
+    write_output_file(path, "error\n");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "distcrown: error: %s\n", e.what());
+  }
+}
+
 // The answer is out; what is left is LibTorch's static teardown (deregistering every operator,
 // freeing its caches: 0.3 s measured on this VM), which a harness timing the command counts
 // against the deadline. Skipped, except under AddressSanitizer, whose leak check runs at exit.
@@ -349,8 +359,8 @@ int run_verify(const RunOptions& a) {
   const Deadline deadline =
       Deadline::since_process_start(t > 0 ? std::max(t - kAnswerMarginSeconds, t / 2) : 0);
   require_usable_device(a.device);
-  const collective::CommPtr world =
-      make_world(std::string(enum_name(a.backend)), std::string(enum_name(a.device)));
+  const collective::CommPtr world = make_world(
+      std::string(enum_name(a.backend)), std::string(enum_name(a.device)), a.collective_timeout_s);
   const bool speaker = world->rank() == 0;  // writes the answer, the report and the progress
   // Only the speaker answers a signal with `timeout`; the other ranks end silently.
   answer_timeout_on_signals(speaker ? a.result : std::string(), speaker);
@@ -426,6 +436,7 @@ int run_verify(const RunOptions& a) {
     if (world->size() == 1) throw;
     // The other ranks may be waiting in a collective: end them all.
     std::fprintf(stderr, "distcrown: error: rank %d: %s\n", world->rank(), e.what());
+    if (speaker) write_error_result(a.result);
     collective::abort_all_ranks(1);
   }
   if (in.problem.output_softmax_peeled) restore_softmax_outputs(r, in.problem);

@@ -5,7 +5,9 @@
 
 namespace distcrown::cli {
 
-collective::CommPtr make_world(const std::string& backend, const std::string& device) {
+namespace {
+
+collective::CommPtr chosen_world(const std::string& backend, const std::string& device) {
   std::string chosen = backend;
   if (chosen == "auto") {
     if (!collective::launched_under_mpi()) {
@@ -32,6 +34,15 @@ collective::CommPtr make_world(const std::string& backend, const std::string& de
     return collective::make_nccl_communicator();
   }
   throw InvalidArgument("unknown backend '" + backend + "' (auto, local, mpi, nccl)");
+}
+
+}  // namespace
+
+collective::CommPtr make_world(const std::string& backend, const std::string& device,
+                               double collective_timeout_s) {
+  collective::CommPtr world = chosen_world(backend, device);
+  world->set_collective_timeout(collective_timeout_s);
+  return world;
 }
 
 }  // namespace distcrown::cli

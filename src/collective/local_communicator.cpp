@@ -79,6 +79,15 @@ class LocalCommunicator final : public Communicator {
 
 CommPtr make_local_communicator() { return std::make_shared<LocalCommunicator>(); }
 
+void Communicator::set_collective_timeout(double seconds) {
+  if (!(seconds >= 0.0)) {
+    throw InvalidArgument(
+        "collective timeout must be 0 (none) or a positive number of seconds, not " +
+        std::to_string(seconds));
+  }
+  collective_timeout_s_ = seconds;
+}
+
 // Meant to be asked before MPI is initialized: Open MPI's singleton MPI_Init (a process started
 // without mpirun) sets PMIX_RANK in the process environment, after which this returns true.
 bool launched_under_mpi() {

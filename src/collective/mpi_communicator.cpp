@@ -15,6 +15,7 @@
 #include <ATen/ops/empty.h>
 #include <c10/core/ScalarType.h>
 
+#include "collective_watch.hpp"
 #include "distcrown/collective/mpi.hpp"
 #include "distcrown/util/error.hpp"
 #include "mpi_environment.hpp"
@@ -108,7 +109,8 @@ std::unique_ptr<MpiComm> dup_world() {
   return owned;
 }
 
-std::vector<std::string> all_gather_strings(MPI_Comm comm, const std::string& s) {
+std::vector<std::string> all_gather_strings(MPI_Comm comm, const std::string& s,
+                                            CollectiveWatch& watch, double timeout_s) {
   if (s.size() > static_cast<size_t>(INT_MAX)) {
     throw InvalidArgument("all_gather_strings: string of " + std::to_string(s.size()) +
                           " bytes is larger than MPI's int count limit");
@@ -117,7 +119,10 @@ std::vector<std::string> all_gather_strings(MPI_Comm comm, const std::string& s)
   check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
   const int length = static_cast<int>(s.size());
   std::vector<int> lengths(static_cast<size_t>(size), 0);
-  check_mpi(MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm), "MPI_Allgather");
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(MPI_Iallgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm, &request),
+            "MPI_Iallgather");
+  watch.wait("all_gather_strings", timeout_s, CollectiveWatch::request_done(request));
   std::vector<int> displs(static_cast<size_t>(size), 0);
   int64_t total = 0;
   for (size_t r = 0; r < lengths.size(); ++r) {
@@ -133,9 +138,10 @@ std::vector<std::string> all_gather_strings(MPI_Comm comm, const std::string& s)
                           " bytes in all exceed MPI's int count limit");
   }
   std::vector<char> buffer(static_cast<size_t>(total) + 1, '\0');
-  check_mpi(MPI_Allgatherv(s.data(), length, MPI_CHAR, buffer.data(), lengths.data(), displs.data(),
-                           MPI_CHAR, comm),
-            "MPI_Allgatherv");
+  check_mpi(MPI_Iallgatherv(s.data(), length, MPI_CHAR, buffer.data(), lengths.data(),
+                            displs.data(), MPI_CHAR, comm, &request),
+            "MPI_Iallgatherv");
+  watch.wait("all_gather_strings", timeout_s, CollectiveWatch::request_done(request));
   std::vector<std::string> result;
   result.reserve(lengths.size());
   for (size_t r = 0; r < lengths.size(); ++r) {
@@ -216,15 +222,19 @@ at::Tensor empty_on_host_like(const at::Tensor& t) {
 class MpiCommunicator final : public Communicator {
  public:
   // Members initialise in declaration order: MPI is up (env_) before the world is duplicated.
-  MpiCommunicator() : env_(detail::MpiEnvironment::acquire()), comm_(detail::dup_world()) {
+  MpiCommunicator()
+      : env_(detail::MpiEnvironment::acquire()),
+        comm_(detail::dup_world()),
+        watch_(comm_->get(), "mpi") {
     check_mpi(MPI_Comm_rank(comm_->get(), &rank_), "MPI_Comm_rank");
     check_mpi(MPI_Comm_size(comm_->get(), &size_), "MPI_Comm_size");
   }
 
   // A part of an existing communicator (split), sharing its environment.
   MpiCommunicator(std::shared_ptr<detail::MpiEnvironment> env,
-                  std::unique_ptr<detail::MpiComm> comm)
-      : env_(std::move(env)), comm_(std::move(comm)) {
+                  std::unique_ptr<detail::MpiComm> comm, double collective_timeout_s)
+      : env_(std::move(env)), comm_(std::move(comm)), watch_(comm_->get(), "mpi") {
+    collective_timeout_s_ = collective_timeout_s;
     check_mpi(MPI_Comm_rank(comm_->get(), &rank_), "MPI_Comm_rank");
     check_mpi(MPI_Comm_size(comm_->get(), &size_), "MPI_Comm_size");
   }
@@ -242,8 +252,11 @@ class MpiCommunicator final : public Communicator {
     const int count = mpi_count(t.numel(), kOp);
     const auto start = std::chrono::steady_clock::now();
     at::Tensor buf = t.is_cpu() ? t : t.cpu();
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, buf.data_ptr(), count, type, mop, comm_->get()),
-              "MPI_Allreduce");
+    MPI_Request request = MPI_REQUEST_NULL;
+    check_mpi(
+        MPI_Iallreduce(MPI_IN_PLACE, buf.data_ptr(), count, type, mop, comm_->get(), &request),
+        "MPI_Iallreduce");
+    wait(kOp, request);
     if (!t.is_cpu()) {
       t.copy_(buf);
     }
@@ -261,15 +274,11 @@ class MpiCommunicator final : public Communicator {
     const auto start = std::chrono::steady_clock::now();
     if (in.is_cpu()) {
       const at::Tensor send = overlaps(in, out) ? in.clone() : in;
-      check_mpi(
-          MPI_Allgather(send.data_ptr(), count, type, out.data_ptr(), count, type, comm_->get()),
-          "MPI_Allgather");
+      gather(send, out, count, type);
     } else {
       const at::Tensor send = in.cpu();
       at::Tensor recv = empty_on_host_like(out);
-      check_mpi(
-          MPI_Allgather(send.data_ptr(), count, type, recv.data_ptr(), count, type, comm_->get()),
-          "MPI_Allgather");
+      gather(send, recv, count, type);
       out.copy_(recv);
     }
     record(start, static_cast<int64_t>(in.nbytes()));
@@ -287,15 +296,11 @@ class MpiCommunicator final : public Communicator {
     const auto start = std::chrono::steady_clock::now();
     if (in.is_cpu()) {
       const at::Tensor send = overlaps(in, out) ? in.clone() : in;
-      check_mpi(
-          MPI_Reduce_scatter_block(send.data_ptr(), out.data_ptr(), count, type, mop, comm_->get()),
-          "MPI_Reduce_scatter_block");
+      scatter(send, out, count, type, mop);
     } else {
       const at::Tensor send = in.cpu();
       at::Tensor recv = empty_on_host_like(out);
-      check_mpi(MPI_Reduce_scatter_block(send.data_ptr(), recv.data_ptr(), count, type, mop,
-                                         comm_->get()),
-                "MPI_Reduce_scatter_block");
+      scatter(send, recv, count, type, mop);
       out.copy_(recv);
     }
     record(start, static_cast<int64_t>(in.nbytes()));
@@ -310,7 +315,9 @@ class MpiCommunicator final : public Communicator {
     const int count = mpi_count(t.numel(), kOp);
     const auto start = std::chrono::steady_clock::now();
     at::Tensor buf = t.is_cpu() ? t : (rank_ == root ? t.cpu() : empty_on_host_like(t));
-    check_mpi(MPI_Bcast(buf.data_ptr(), count, type, root, comm_->get()), "MPI_Bcast");
+    MPI_Request request = MPI_REQUEST_NULL;
+    check_mpi(MPI_Ibcast(buf.data_ptr(), count, type, root, comm_->get(), &request), "MPI_Ibcast");
+    wait(kOp, request);
     if (!t.is_cpu()) {
       t.copy_(buf);
     }
@@ -320,12 +327,14 @@ class MpiCommunicator final : public Communicator {
 
   void barrier() override {
     const auto start = std::chrono::steady_clock::now();
-    check_mpi(MPI_Barrier(comm_->get()), "MPI_Barrier");
+    MPI_Request request = MPI_REQUEST_NULL;
+    check_mpi(MPI_Ibarrier(comm_->get(), &request), "MPI_Ibarrier");
+    wait("barrier", request);
     record(start, 0);
   }
 
   [[nodiscard]] std::vector<std::string> all_gather_strings(const std::string& s) override {
-    return detail::all_gather_strings(comm_->get(), s);
+    return detail::all_gather_strings(comm_->get(), s, watch_, collective_timeout_s_);
   }
 
   [[nodiscard]] CommPtr split(int color) override {
@@ -333,10 +342,31 @@ class MpiCommunicator final : public Communicator {
     check_mpi(MPI_Comm_split(comm_->get(), color, rank_, &part), "MPI_Comm_split");
     auto owned = std::make_unique<detail::MpiComm>(part);
     check_mpi(MPI_Comm_set_errhandler(part, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-    return std::make_shared<MpiCommunicator>(env_, std::move(owned));
+    return std::make_shared<MpiCommunicator>(env_, std::move(owned), collective_timeout_s_);
   }
 
  private:
+  // The nonblocking collective `request` (MPI_I*), waited for under the watchdog.
+  void wait(const char* op, MPI_Request& request) {
+    watch_.wait(op, collective_timeout_s_, detail::CollectiveWatch::request_done(request));
+  }
+
+  void gather(const at::Tensor& send, at::Tensor& recv, int count, MPI_Datatype type) {
+    MPI_Request request = MPI_REQUEST_NULL;
+    check_mpi(MPI_Iallgather(send.data_ptr(), count, type, recv.data_ptr(), count, type,
+                             comm_->get(), &request),
+              "MPI_Iallgather");
+    wait("all_gather", request);
+  }
+
+  void scatter(const at::Tensor& send, at::Tensor& recv, int count, MPI_Datatype type, MPI_Op op) {
+    MPI_Request request = MPI_REQUEST_NULL;
+    check_mpi(MPI_Ireduce_scatter_block(send.data_ptr(), recv.data_ptr(), count, type, op,
+                                        comm_->get(), &request),
+              "MPI_Ireduce_scatter_block");
+    wait("reduce_scatter", request);
+  }
+
   void record(std::chrono::steady_clock::time_point start, int64_t bytes) {
     stats_.time_s += detail::seconds_since(start);
     stats_.calls += 1;
@@ -347,6 +377,7 @@ class MpiCommunicator final : public Communicator {
   // environment can finalize MPI.
   std::shared_ptr<detail::MpiEnvironment> env_;
   std::unique_ptr<detail::MpiComm> comm_;
+  detail::CollectiveWatch watch_;
   int rank_ = 0;
   int size_ = 1;
 };

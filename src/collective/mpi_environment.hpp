@@ -53,7 +53,11 @@ void check_mpi(int rc, const char* what);
 /// MPI_Comm_dup(MPI_COMM_WORLD) with MPI_ERRORS_RETURN set on the duplicate.
 [[nodiscard]] std::unique_ptr<MpiComm> dup_world();
 
-/// Every rank's string, in rank order: MPI_Allgather of the lengths, then MPI_Allgatherv.
-[[nodiscard]] std::vector<std::string> all_gather_strings(MPI_Comm comm, const std::string& s);
+class CollectiveWatch;
+
+/// Every rank's string, in rank order: an all-gather of the lengths, then of the strings, each
+/// waited for under `watch` with `timeout_s` (collective_watch.hpp).
+[[nodiscard]] std::vector<std::string> all_gather_strings(MPI_Comm comm, const std::string& s,
+                                                          CollectiveWatch& watch, double timeout_s);
 
 }  // namespace distcrown::collective::detail

@@ -1,7 +1,8 @@
 // NCCL backend: CUDA tensors, collectives on LibTorch's current stream of this rank's device, one
 // GPU per rank. MPI bootstraps it (the unique id is broadcast from rank 0) and carries the
-// host-side control messages. Every call synchronizes the stream before returning, so the
-// blocking contract of Communicator holds.
+// host-side control messages. Every call waits for the stream before returning, so the
+// blocking contract of Communicator holds; the wait polls under the watchdog (collective_watch.hpp)
+// and aborts the NCCL communicator (ncclCommAbort) when the collective timeout passes.
 //
 // Compiled into the library always; without DISTCROWN_HAVE_NCCL only the fallback at the bottom is.
 #include <memory>
@@ -25,6 +26,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include "collective_watch.hpp"
 #include "mpi_environment.hpp"
 
 namespace distcrown::collective {
@@ -111,7 +113,10 @@ int local_rank(MPI_Comm comm, int rank) {
 
 class NcclCommunicator final : public Communicator {
  public:
-  NcclCommunicator() : env_(detail::MpiEnvironment::acquire()), mpi_(detail::dup_world()) {
+  NcclCommunicator()
+      : env_(detail::MpiEnvironment::acquire()),
+        mpi_(detail::dup_world()),
+        watch_(mpi_->get(), "nccl") {
     MPI_Comm comm = mpi_->get();
     check_mpi(MPI_Comm_rank(comm, &rank_), "MPI_Comm_rank");
     check_mpi(MPI_Comm_size(comm, &size_), "MPI_Comm_size");
@@ -151,7 +156,8 @@ class NcclCommunicator final : public Communicator {
     int host_length = 0;
     check_mpi(MPI_Get_processor_name(host, &host_length), "MPI_Get_processor_name");
     const auto places = detail::all_gather_strings(
-        comm, std::string(host, static_cast<size_t>(host_length)) + " GPU " + bus_id);
+        comm, std::string(host, static_cast<size_t>(host_length)) + " GPU " + bus_id, watch_,
+        collective_timeout_s_);
     if (std::set<std::string>(places.begin(), places.end()).size() != places.size()) {
       throw Error("cannot create the NCCL communicator: NCCL needs one GPU per rank, but " +
                   std::to_string(size_) + " ranks share fewer GPUs (rank " + std::to_string(rank_) +
@@ -194,7 +200,7 @@ class NcclCommunicator final : public Communicator {
                                nop, nccl_, stream),
                  "ncclAllReduce", nccl_);
     }
-    finish(stream, start, static_cast<int64_t>(t.nbytes()));
+    finish(kOp, stream, start, static_cast<int64_t>(t.nbytes()));
   }
 
   void all_gather(const at::Tensor& in, at::Tensor& out) override {
@@ -210,7 +216,7 @@ class NcclCommunicator final : public Communicator {
                                nccl_, stream),
                  "ncclAllGather", nccl_);
     }
-    finish(stream, start, static_cast<int64_t>(in.nbytes()));
+    finish(kOp, stream, start, static_cast<int64_t>(in.nbytes()));
   }
 
   void reduce_scatter(const at::Tensor& in, at::Tensor& out, ReduceOp op) override {
@@ -227,7 +233,7 @@ class NcclCommunicator final : public Communicator {
                                    type, nop, nccl_, stream),
                  "ncclReduceScatter", nccl_);
     }
-    finish(stream, start, static_cast<int64_t>(in.nbytes()));
+    finish(kOp, stream, start, static_cast<int64_t>(in.nbytes()));
   }
 
   void broadcast(at::Tensor& t, int root) override {
@@ -244,7 +250,7 @@ class NcclCommunicator final : public Communicator {
                  "ncclBroadcast", nccl_);
     }
     // Only the root sends the payload.
-    finish(stream, start, rank_ == root ? static_cast<int64_t>(t.nbytes()) : 0);
+    finish(kOp, stream, start, rank_ == root ? static_cast<int64_t>(t.nbytes()) : 0);
   }
 
   void barrier() override {
@@ -252,12 +258,14 @@ class NcclCommunicator final : public Communicator {
     // on the stream, then meet on the host.
     const auto start = std::chrono::steady_clock::now();
     check_cuda(cudaStreamSynchronize(current_stream()), "cudaStreamSynchronize");
-    check_mpi(MPI_Barrier(mpi_->get()), "MPI_Barrier");
+    MPI_Request request = MPI_REQUEST_NULL;
+    check_mpi(MPI_Ibarrier(mpi_->get(), &request), "MPI_Ibarrier");
+    watch_.wait("barrier", collective_timeout_s_, detail::CollectiveWatch::request_done(request));
     record(start, 0);
   }
 
   [[nodiscard]] std::vector<std::string> all_gather_strings(const std::string& s) override {
-    return detail::all_gather_strings(mpi_->get(), s);
+    return detail::all_gather_strings(mpi_->get(), s, watch_, collective_timeout_s_);
   }
 
   [[nodiscard]] CommPtr split(int /*color*/) override {
@@ -283,8 +291,21 @@ class NcclCommunicator final : public Communicator {
     return c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_)).stream();
   }
 
-  void finish(cudaStream_t stream, std::chrono::steady_clock::time_point start, int64_t bytes) {
-    check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  // Waits for the collective `op` just queued on `stream`: polls the stream under the watchdog;
+  // past the timeout the NCCL communicator is aborted, which ends the kernel that waits.
+  void finish(const char* op, cudaStream_t stream, std::chrono::steady_clock::time_point start,
+              int64_t bytes) {
+    const auto done = [stream] {
+      const cudaError_t rc = cudaStreamQuery(stream);
+      if (rc == cudaErrorNotReady) return false;
+      check_cuda(rc, "cudaStreamQuery");
+      return true;
+    };
+    const auto abort = [this] {
+      ncclCommAbort(nccl_);
+      nccl_ = nullptr;
+    };
+    watch_.wait(op, collective_timeout_s_, done, abort);
     record(start, bytes);
   }
 
@@ -298,6 +319,7 @@ class NcclCommunicator final : public Communicator {
   // then the MPI communicator is freed, then the environment may finalize MPI.
   std::shared_ptr<detail::MpiEnvironment> env_;
   std::unique_ptr<detail::MpiComm> mpi_;
+  detail::CollectiveWatch watch_;
   ncclComm_t nccl_ = nullptr;
   int rank_ = 0;
   int size_ = 1;

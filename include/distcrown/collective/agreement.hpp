@@ -32,12 +32,15 @@ class WorldError : public Error {
 void agree_on_errors(Communicator& comm, const std::string& local_error);
 
 /// Runs `fn` on this rank, then agrees on errors: either every rank returns normally or every
-/// rank throws the same WorldError.
+/// rank throws the same WorldError. A CollectiveTimeout passes through: the communicator can no
+/// longer agree on anything.
 template <class Fn>
 void run_agreed(Communicator& comm, Fn&& fn) {
   std::string error;
   try {
     fn();
+  } catch (const CollectiveTimeout&) {
+    throw;
   } catch (const std::exception& e) {
     error = e.what();
     if (error.empty()) error = "unknown error";

@@ -9,6 +9,8 @@
 // single-process program links no MPI.
 // All calls are collective and blocking: every rank must make the same calls in the same order.
 // Tensors must be contiguous; results are written in place or into `out`.
+// A collective that waits longer than the communicator's collective timeout throws
+// CollectiveTimeout naming the ranks that did not arrive (MPI and NCCL; see collective_timeout).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -16,9 +18,25 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "distcrown/util/error.hpp"
+
 namespace distcrown::collective {
 
 enum class ReduceOp { kSum, kMax, kMin };
+
+/// A collective did not complete within the communicator's collective timeout. The message
+/// names the collective, the ranks that did not arrive and where the others wait. The
+/// communicator cannot be used again (its collective is still pending): end the job (an
+/// executable: abort_all_ranks in collective/mpi.hpp).
+class CollectiveTimeout : public Error {
+ public:
+  using Error::Error;
+};
+
+/// Long enough that no healthy run waits so long in one collective (every rank reaches each
+/// exchange within one round or pass of its own), short enough to end a job that a lost rank
+/// or host would otherwise hang (c10d's Gloo default).
+inline constexpr double kDefaultCollectiveTimeoutSeconds = 1800.0;
 
 /// Counters of the collectives one communicator made (for the memory/comm report).
 struct CommStats {
@@ -57,8 +75,15 @@ class Communicator {
   [[nodiscard]] const CommStats& stats() const { return stats_; }
   void reset_stats() { stats_ = {}; }
 
+  /// How long one collective may wait for the other ranks before it throws CollectiveTimeout;
+  /// 0 waits forever. Every rank should set the same. split() hands it to the parts. The Local
+  /// backend never waits.
+  void set_collective_timeout(double seconds);
+  [[nodiscard]] double collective_timeout() const { return collective_timeout_s_; }
+
  protected:
   CommStats stats_;
+  double collective_timeout_s_ = kDefaultCollectiveTimeoutSeconds;
 };
 
 using CommPtr = std::shared_ptr<Communicator>;
