@@ -90,6 +90,7 @@ class VerifyMpi : public ::testing::Test {
     ASSERT_EQ(one["result"], "unknown") << one.dump();
     ASSERT_GT(one["domains_bounded"].get<int64_t>(), 8);
     ASSERT_FALSE(one["worst_bound"].is_null());
+    EXPECT_EQ(one["exchange"]["messages"], 0);  // one process exchanges nothing
     for (const Layout& layout : layouts) {
       SCOPED_TRACE(layout.name());
       const json j = verify(layout, args);
@@ -111,6 +112,11 @@ class VerifyMpi : public ::testing::Test {
       }
       EXPECT_EQ(j["memory"]["ranks"].size(), size_t(layout.ranks));
       EXPECT_EQ(j["spec_parallel"], layout.spec);
+      // The rounds' exchanges: the reports before every round, and the domains that move.
+      const json& x = j["exchange"];
+      EXPECT_GE(x["messages"].get<int64_t>(), j["bab_rounds"].get<int64_t>()) << x.dump();
+      EXPECT_GT(x["bytes"].get<int64_t>(), 0);
+      EXPECT_LE(x["min_time_s"].get<double>(), x["max_time_s"].get<double>());
       // The weights each rank holds between uses: all of them, or under FSDP its share of the
       // group's (shards padded to equal length: a few bytes a tensor).
       const int64_t all = one["memory"]["ranks"][0]["param_bytes"].get<int64_t>();

@@ -401,6 +401,7 @@ void InputBab::search() {
   // on the groups bound their own shares of each round: a rank's own outcomes (a counterexample,
   // a deadline inside a pass, a box too small to halve) go into its report and are decided on
   // together at the next round's exchange, as in ReLU branch and bound (relu_bab.cpp).
+  const detail::ExchangeMeter meter(world_, res.exchange);
   RoundReport mine;
   bound_root(mine);
   int64_t first_id = 1;  // of the next round's halves

@@ -393,6 +393,7 @@ void ReluBab::search(const RootStart* start) {
   // here on, a rank's own outcomes (a counterexample, a deadline inside a pass, a dropped
   // domain) go into its report and are decided on together at the next round's exchange, so
   // that every rank leaves the loop in the same round with the same result.
+  const detail::ExchangeMeter meter(units_, res.exchange);
   RoundReport mine;
   detail::DomainQueue<Domain> queue;
   bound_root(start, mine, queue);

@@ -51,6 +51,23 @@ class DomainQueue {
   std::vector<D> heap_;
 };
 
+/// While it lives (a search's rounds), counts the world's control messages into `into`.
+class ExchangeMeter {
+ public:
+  ExchangeMeter(const BabWorld& w, collective::CommStats& into)
+      : world_(w.world), into_(into), start_(world_ ? world_->stats() : collective::CommStats{}) {}
+  ~ExchangeMeter() {
+    if (world_) into_ += world_->stats().since(start_);
+  }
+  ExchangeMeter(const ExchangeMeter&) = delete;
+  ExchangeMeter& operator=(const ExchangeMeter&) = delete;
+
+ private:
+  collective::CommPtr world_;
+  collective::CommStats& into_;
+  collective::CommStats start_;
+};
+
 /// What the exchange before a round decided.
 struct RoundStart {
   std::optional<BabStatus> end;  // the search ends here (res.reason set where unknown)

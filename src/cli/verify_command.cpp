@@ -159,25 +159,48 @@ int64_t tensor_peak_bytes(const RunOptions& a) {
 
 // Collective: what every rank did (peak memory, collectives), for rank 0's report, with the
 // ranks' layout and the branch and bound's counts.
+// The rounds' exchanges over the ranks (`exchange`: each rank's, in rank order): the messages
+// (the same count on every rank), their bytes over all ranks, and the seconds inside them: the
+// least of any rank (the exchange's own cost: the slowest group waits least) and the most.
+nlohmann::json exchange_facts(const std::vector<collective::CommStats>& exchange) {
+  int64_t bytes = 0;
+  double least = exchange.front().control_time_s;
+  double most = least;
+  for (const collective::CommStats& c : exchange) {
+    bytes += c.control_bytes;
+    least = std::min(least, c.control_time_s);
+    most = std::max(most, c.control_time_s);
+  }
+  return {{"messages", exchange.front().control_calls},
+          {"bytes", bytes},
+          {"min_time_s", least},
+          {"max_time_s", most}};
+}
+
 nlohmann::json run_facts(const RunOptions& a, collective::Communicator& world,
                          const collective::Communicator& group, const bab::VerifyResult& r,
                          int64_t memory_limit_bytes, int64_t param_bytes) {
   const collective::CommStats mine = group.stats();
-  const std::string text = std::to_string(param_bytes) + " " +
-                           std::to_string(peak_resident_bytes()) + " " +
-                           std::to_string(tensor_peak_bytes(a)) + " " + std::to_string(mine.calls) +
-                           " " + std::to_string(mine.bytes) + " " + std::to_string(mine.time_s);
+  const std::string text =
+      std::to_string(param_bytes) + " " + std::to_string(peak_resident_bytes()) + " " +
+      std::to_string(tensor_peak_bytes(a)) + " " + std::to_string(mine.calls) + " " +
+      std::to_string(mine.bytes) + " " + std::to_string(mine.time_s) + " " +
+      std::to_string(r.exchange.control_calls) + " " + std::to_string(r.exchange.control_bytes) +
+      " " + std::to_string(r.exchange.control_time_s);
   nlohmann::json ranks = nlohmann::json::array();
   int64_t peak = 0;
   int64_t peak_tensors = 0;
   collective::CommStats total;
+  std::vector<collective::CommStats> exchange;  // every rank's round exchanges
   for (const std::string& t : world.all_gather_strings(text)) {
     std::istringstream in(t);
     int64_t params = 0;
     int64_t bytes = 0;
     int64_t tensors = 0;
     collective::CommStats c;
-    in >> params >> bytes >> tensors >> c.calls >> c.bytes >> c.time_s;
+    in >> params >> bytes >> tensors >> c.calls >> c.bytes >> c.time_s >> c.control_calls >>
+        c.control_bytes >> c.control_time_s;
+    exchange.push_back(c);
     peak = std::max(peak, bytes);
     peak_tensors = std::max(peak_tensors, tensors);
     total.calls += c.calls;
@@ -186,7 +209,8 @@ nlohmann::json run_facts(const RunOptions& a, collective::Communicator& world,
     ranks.push_back({{"rank", ranks.size()},
                      {"peak_bytes", bytes},
                      {"peak_tensor_bytes", tensors},
-                     {"param_bytes", params}});
+                     {"param_bytes", params},
+                     {"exchange_time_s", c.control_time_s}});
   }
   nlohmann::json j;
   j["world_size"] = world.size();
@@ -212,6 +236,7 @@ nlohmann::json run_facts(const RunOptions& a, collective::Communicator& world,
                {"pruned", r.cuts.pruned},
                {"implied", r.cuts.implied}};
   j["bab_rounds"] = r.bab_rounds;
+  j["exchange"] = exchange_facts(exchange);
   j["worst_bound"] = r.worst_bound ? nlohmann::json(*r.worst_bound) : nlohmann::json();
   // The smallest batch of a ReLU-splitting round (null: none ran), and this rank's memory limit
   // (null: none) and whether it shrank a batch or ended the search.

@@ -7,8 +7,8 @@
 // waiting in a collective of this communicator answer from their own poll loop, so a rank that is
 // computing, stopped, dead or unreachable is the one that does not answer.
 //
-// Costs nothing more than the poll itself while a collective completes within a millisecond;
-// after that, each poll round also yields the core (oversubscribed ranks) and answers questions.
+// Every 64 polls the loop yields the core (the kernel's network work, oversubscribed ranks);
+// after a millisecond it also answers questions and reads the clock against the timeout.
 #include <array>
 #include <cstdint>
 #include <functional>

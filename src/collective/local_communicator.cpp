@@ -51,6 +51,7 @@ class LocalCommunicator final : public Communicator {
   void barrier() override { record(std::chrono::steady_clock::now(), 0); }
 
   [[nodiscard]] std::vector<std::string> all_gather_strings(const std::string& s) override {
+    record_control(std::chrono::steady_clock::now(), static_cast<int64_t>(s.size()));
     return {s};
   }
 

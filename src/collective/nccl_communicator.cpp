@@ -265,7 +265,11 @@ class NcclCommunicator final : public Communicator {
   }
 
   [[nodiscard]] std::vector<std::string> all_gather_strings(const std::string& s) override {
-    return detail::all_gather_strings(mpi_->get(), s, watch_, collective_timeout_s_);
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<std::string> all =
+        detail::all_gather_strings(mpi_->get(), s, watch_, collective_timeout_s_);
+    record_control(start, static_cast<int64_t>(s.size()));
+    return all;
   }
 
   [[nodiscard]] CommPtr split(int /*color*/) override {

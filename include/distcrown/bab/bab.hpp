@@ -184,6 +184,9 @@ struct BabResult {
   bool planned = false;
   int64_t pass_flops = 0;
   CutCounts cuts;
+  /// This rank's round exchanges: the world's control messages during the rounds (their
+  /// seconds include waiting for the slowest group).
+  collective::CommStats exchange;
 };
 
 /// Why ReLU branch and bound cannot share its batches between a group's ranks

@@ -94,7 +94,8 @@ struct VerifyResult {
   int64_t bab_rounds = 0;  // over every search
   bool bab_planned = false;
   int64_t bab_pass_flops = 0;
-  CutCounts cuts;  // summed over the searches (BabOptions::cuts)
+  CutCounts cuts;                  // summed over the searches (BabOptions::cuts)
+  collective::CommStats exchange;  // this rank's round exchanges (BabResult::exchange), summed
   /// The smallest batch a ReLU-splitting round ran with (0: none ran), and whether the memory
   /// limit (RunContext::memory_limit_bytes) shrank a batch, ended a branch and bound or stopped
   /// the root α-CROWN's optimisation (AlphaResult::memory_limited).

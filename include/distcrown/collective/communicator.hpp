@@ -11,6 +11,7 @@
 // Tensors must be contiguous; results are written in place or into `out`.
 // A collective that waits longer than the communicator's collective timeout throws
 // CollectiveTimeout naming the ranks that did not arrive (MPI and NCCL; see collective_timeout).
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -38,11 +39,33 @@ class CollectiveTimeout : public Error {
 /// or host would otherwise hang (c10d's Gloo default).
 inline constexpr double kDefaultCollectiveTimeoutSeconds = 1800.0;
 
-/// Counters of the collectives one communicator made (for the memory/comm report).
+/// Counters of the collectives one communicator made (for the memory/comm report): the tensor
+/// collectives, and apart from them the host-side control messages (all_gather_strings).
 struct CommStats {
   int64_t calls = 0;
   int64_t bytes = 0;    // payload bytes this rank sent into collectives
   double time_s = 0.0;  // wall time spent inside collectives
+  int64_t control_calls = 0;
+  int64_t control_bytes = 0;    // bytes of this rank's own strings
+  double control_time_s = 0.0;  // waiting for the other ranks included
+  /// The counts of `*this` since `earlier` (a snapshot of the same communicator).
+  [[nodiscard]] CommStats since(const CommStats& earlier) const {
+    return {calls - earlier.calls,
+            bytes - earlier.bytes,
+            time_s - earlier.time_s,
+            control_calls - earlier.control_calls,
+            control_bytes - earlier.control_bytes,
+            control_time_s - earlier.control_time_s};
+  }
+  CommStats& operator+=(const CommStats& o) {
+    calls += o.calls;
+    bytes += o.bytes;
+    time_s += o.time_s;
+    control_calls += o.control_calls;
+    control_bytes += o.control_bytes;
+    control_time_s += o.control_time_s;
+    return *this;
+  }
 };
 
 class Communicator {
@@ -66,7 +89,7 @@ class Communicator {
   /// t = root's t, in place.
   virtual void broadcast(at::Tensor& t, int root) = 0;
   virtual void barrier() = 0;
-  /// Host-side control message: every rank's string, in rank order (not counted in stats).
+  /// Host-side control message: every rank's string, in rank order (counted in stats' control_*).
   [[nodiscard]] virtual std::vector<std::string> all_gather_strings(const std::string& s) = 0;
   /// Collective: the ranks that pass the same `color` form a new communicator of the same
   /// backend, ranked in this one's order (MPI_Comm_split). The branch and bound's domain groups.
@@ -74,6 +97,13 @@ class Communicator {
 
   [[nodiscard]] const CommStats& stats() const { return stats_; }
   void reset_stats() { stats_ = {}; }
+  /// Counts one control message of `bytes` that started at `start` (the backends call it).
+  void record_control(std::chrono::steady_clock::time_point start, int64_t bytes) {
+    stats_.control_time_s +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    stats_.control_calls += 1;
+    stats_.control_bytes += bytes;
+  }
 
   /// How long one collective may wait for the other ranks before it throws CollectiveTimeout;
   /// 0 waits forever. Every rank should set the same. split() hands it to the parts. The Local
