@@ -3,6 +3,7 @@
 // distcrown executable, alone or under mpirun).
 #include <sys/wait.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -34,6 +35,29 @@ inline ProcessResult run_captured(const std::string& command, const std::filesys
   r.out = read_file(out);
   r.err = read_file(err);
   return r;
+}
+
+/// A job run in the background with a fault injected: the shell's view of it.
+struct FaultedJob {
+  bool ran = false;  // the job's exit status and the seconds below were read
+  int exit_code = 0;
+  int waited_s = 0;  // from the fault to the job's end
+  ProcessResult run;
+};
+
+/// Starts the shell command `job` in the background, runs the shell command `fault` after
+/// `delay_s` seconds, and waits for the job (all of it killed after 120 s).
+inline FaultedJob run_with_fault(const std::string& job, int delay_s, const std::string& fault,
+                                 const std::filesystem::path& dir) {
+  const std::string script = job + " & job=$!; sleep " + std::to_string(delay_s) + "; " + fault +
+                             "; start=$(date +%s); wait $job; rc=$?; echo \"rc=$rc waited=$(( "
+                             "$(date +%s) - start ))\"";
+  FaultedJob f;
+  f.run = run_captured("timeout 120 bash -c " + shell_quote(script), dir);
+  const auto at = f.run.out.find("rc=");
+  f.ran = at != std::string::npos &&
+          std::sscanf(f.run.out.c_str() + at, "rc=%d waited=%d", &f.exit_code, &f.waited_s) == 2;
+  return f;
 }
 
 }  // namespace distcrown::testing

@@ -164,20 +164,13 @@ class TwoHostsTest : public ::testing::Test {
   void expect_fault_ends_every_rank(const std::string& args, const std::string& fault,
                                     const std::string& says = "") {
     const fs::path result = dir_.path() / "fault_result.txt";
-    const std::string script =
-        hosts_->mpirun(kCli + " verify " + args + " --result '" + result.string() + "'") +
-        " & job=$!; sleep 6; " + fault +
-        "; start=$(date +%s); wait $job; rc=$?; echo \"rc=$rc "
-        "waited=$(( $(date +%s) - start ))\"";
-    const Result r =
-        testing::run_captured("timeout 120 bash -c " + testing::shell_quote(script), dir_.path());
-    const auto at = r.out.find("rc=");
-    ASSERT_NE(at, std::string::npos) << r.out << r.err;
-    int rc = 0;
-    int waited = 0;
-    ASSERT_EQ(std::sscanf(r.out.c_str() + at, "rc=%d waited=%d", &rc, &waited), 2) << r.out;
-    EXPECT_NE(rc, 0) << r.err;
-    EXPECT_LE(waited, 30) << r.err;
+    const testing::FaultedJob f = testing::run_with_fault(
+        hosts_->mpirun(kCli + " verify " + args + " --result '" + result.string() + "'"), 6, fault,
+        dir_.path());
+    const Result& r = f.run;
+    ASSERT_TRUE(f.ran) << r.out << r.err;
+    EXPECT_NE(f.exit_code, 0) << r.err;
+    EXPECT_LE(f.waited_s, 30) << r.err;
     EXPECT_EQ(hosts_->ranks_left(), 0);
     const std::string answer = testing::read_file(result);
     EXPECT_TRUE(answer == "error\n" || answer == "timeout\n") << "result: '" << answer << "'\n"

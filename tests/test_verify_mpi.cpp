@@ -450,25 +450,17 @@ TEST_F(VerifyMpi, AKilledRankEndsTheJobWithAnError) {
   for (const int ranks : {2, 4}) {
     SCOPED_TRACE(std::to_string(ranks) + " ranks");
     const std::string np = std::to_string(ranks);
-    const std::string script =
-        std::string(kMpiEnv) + DISTCROWN_MPIEXEC + " --oversubscribe -np " + np + " " + kCli +
-        " verify " + hard() + " --quiet --timeout 200 --domain-groups " + np +
-        " & job=$!; sleep 6; "
-        // The newest process whose command line has "<cli> verify": a rank (mpirun is older).
-        // The bracket keeps the pattern from matching this script's own command line.
-        "pkill -9 -n -f -- \"" +
-        kCli.substr(0, kCli.size() - 1) + "[" + kCli.back() + "]" +
-        " verify\"; start=$(date +%s); wait $job; rc=$?; echo \"rc=$rc waited=$(( $(date +%s) - "
-        "start ))\"";
-    const Result r =
-        testing::run_captured("timeout 120 bash -c " + testing::shell_quote(script), dir_.path());
-    const auto at = r.out.find("rc=");
-    ASSERT_NE(at, std::string::npos) << r.out << r.err;
-    int rc = 0;
-    int waited = 0;
-    ASSERT_EQ(std::sscanf(r.out.c_str() + at, "rc=%d waited=%d", &rc, &waited), 2) << r.out;
-    EXPECT_NE(rc, 0) << r.err;
-    EXPECT_LE(waited, 30);
+    const std::string job = std::string(kMpiEnv) + DISTCROWN_MPIEXEC + " --oversubscribe -np " +
+                            np + " " + kCli + " verify " + hard() +
+                            " --quiet --timeout 200 --domain-groups " + np;
+    // The newest process whose command line has "<cli> verify": a rank (mpirun is older). The
+    // bracket keeps the pattern from matching the script's own command line.
+    const std::string kill = "pkill -9 -n -f -- \"" + kCli.substr(0, kCli.size() - 1) + "[" +
+                             kCli.back() + "]" + " verify\"";
+    const testing::FaultedJob f = testing::run_with_fault(job, 6, kill, dir_.path());
+    ASSERT_TRUE(f.ran) << f.run.out << f.run.err;
+    EXPECT_NE(f.exit_code, 0) << f.run.err;
+    EXPECT_LE(f.waited_s, 30);
   }
 }
 
