@@ -157,11 +157,10 @@ int64_t tensor_peak_bytes(const RunOptions& a) {
       .peak_bytes;
 }
 
-// Collective: what every rank did (peak memory, collectives), for rank 0's report, with the
-// ranks' layout and the branch and bound's counts.
 // The rounds' exchanges over the ranks (`exchange`: each rank's, in rank order): the messages
-// (the same count on every rank), their bytes over all ranks, and the seconds inside them: the
-// least of any rank (the exchange's own cost: the slowest group waits least) and the most.
+// (the same count on every rank), their bytes over all ranks, and the seconds inside them of the
+// rank that spent the least and of the one that spent the most (waiting for slower groups
+// included).
 nlohmann::json exchange_facts(const std::vector<collective::CommStats>& exchange) {
   int64_t bytes = 0;
   double least = exchange.front().control_time_s;
@@ -177,6 +176,8 @@ nlohmann::json exchange_facts(const std::vector<collective::CommStats>& exchange
           {"max_time_s", most}};
 }
 
+// Collective: what every rank did (peak memory, collectives), for rank 0's report, with the
+// ranks' layout and the branch and bound's counts.
 nlohmann::json run_facts(const RunOptions& a, collective::Communicator& world,
                          const collective::Communicator& group, const bab::VerifyResult& r,
                          int64_t memory_limit_bytes, int64_t param_bytes) {
