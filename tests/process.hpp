@@ -20,6 +20,11 @@ struct ProcessResult {
 
 inline std::string shell_quote(const std::string& s) { return "'" + s + "'"; }
 
+/// A shell command's prefix that lets Open MPI run as root (these machines' tests run as root);
+/// `env` so that it may precede any command.
+inline constexpr const char* kMpiAsRoot =
+    "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ";
+
 inline ProcessResult run_captured(const std::string& command, const std::filesystem::path& dir) {
   const std::filesystem::path out = dir / "stdout.txt";
   const std::filesystem::path err = dir / "stderr.txt";

@@ -35,10 +35,9 @@ class CliMpi : public ::testing::Test {
  protected:
   // `ranks` is the part after "mpirun": e.g. "-np 2 CLI bounds ..." or an MPMD "A : B" line.
   Result mpirun(const std::string& ranks) {
-    return testing::run_captured(
-        "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 300 " +
-            std::string(DISTCROWN_MPIEXEC) + " --oversubscribe " + ranks,
-        dir_.path());
+    return testing::run_captured(std::string(testing::kMpiAsRoot) + "timeout 300 " +
+                                     DISTCROWN_MPIEXEC + " --oversubscribe " + ranks,
+                                 dir_.path());
   }
 
   json bounds(int np, const std::string& args) {

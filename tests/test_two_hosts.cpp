@@ -31,7 +31,6 @@ using nlohmann::json;
 using Result = testing::ProcessResult;
 
 const std::string kCli = DISTCROWN_CLI_PATH;
-constexpr const char* kMpiEnv = "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ";
 constexpr const char* kFirst = "198.18.0.1";
 constexpr const char* kSecond = "198.18.0.2";
 
@@ -92,7 +91,7 @@ class TwoHosts {
   /// learn that the other host is gone within 5 s (Open MPI's default: 8 minutes), before a
   /// rank's watchdog aborts, which mpirun could not then pass on to the lost host.
   [[nodiscard]] std::string mpirun(const std::string& command) const {
-    return std::string(kMpiEnv) + "ip netns exec " + a_ + " " + DISTCROWN_MPIEXEC +
+    return std::string(testing::kMpiAsRoot) + "ip netns exec " + a_ + " " + DISTCROWN_MPIEXEC +
            " --mca plm_rsh_agent " + agent_.string() +
            " --mca btl tcp,self --mca btl_tcp_if_include 198.18.0.0/24"
            " --mca oob_tcp_if_include 198.18.0.0/24 --mca oob_tcp_keepalive_time 2"

@@ -30,7 +30,6 @@ using nlohmann::json;
 using Result = testing::ProcessResult;
 
 const std::string kCli = DISTCROWN_CLI_PATH;
-constexpr const char* kMpiEnv = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ";
 
 std::string problem(const std::string& model, const std::string& spec) {
   const fs::path f = testing::fixtures_dir();
@@ -69,7 +68,7 @@ class VerifyMpi : public ::testing::Test {
                             layout.shard + (layout.spec ? " --spec-parallel" : "");
     const Result r = testing::run_captured(
         layout.ranks == 1 ? "timeout 300 " + cmd
-                          : std::string(kMpiEnv) + "timeout 300 " + DISTCROWN_MPIEXEC +
+                          : std::string(testing::kMpiAsRoot) + "timeout 300 " + DISTCROWN_MPIEXEC +
                                 " --oversubscribe -np " + std::to_string(layout.ranks) + " " + cmd,
         dir_.path());
     if (out != nullptr) *out = r;
@@ -450,8 +449,8 @@ TEST_F(VerifyMpi, AKilledRankEndsTheJobWithAnError) {
   for (const int ranks : {2, 4}) {
     SCOPED_TRACE(std::to_string(ranks) + " ranks");
     const std::string np = std::to_string(ranks);
-    const std::string job = std::string(kMpiEnv) + DISTCROWN_MPIEXEC + " --oversubscribe -np " +
-                            np + " " + kCli + " verify " + hard() +
+    const std::string job = std::string(testing::kMpiAsRoot) + DISTCROWN_MPIEXEC +
+                            " --oversubscribe -np " + np + " " + kCli + " verify " + hard() +
                             " --quiet --timeout 200 --domain-groups " + np;
     // The newest process whose command line has "<cli> verify": a rank (mpirun is older). The
     // bracket keeps the pattern from matching the script's own command line.
@@ -466,8 +465,9 @@ TEST_F(VerifyMpi, AKilledRankEndsTheJobWithAnError) {
 
 TEST_F(VerifyMpi, LayoutsThatAreNotBuiltAreRefusedOnce) {
   const auto run = [&](const std::string& args) {
-    return testing::run_captured(std::string(kMpiEnv) + "timeout 120 " + DISTCROWN_MPIEXEC +
-                                     " --oversubscribe -np 2 " + kCli + " verify " + args,
+    return testing::run_captured(std::string(testing::kMpiAsRoot) + "timeout 120 " +
+                                     DISTCROWN_MPIEXEC + " --oversubscribe -np 2 " + kCli +
+                                     " verify " + args,
                                  dir_.path());
   };
   const Result groups = run("--domain-groups 3");

@@ -68,12 +68,6 @@ class LocalCommunicator final : public Communicator {
     }
     out.view({-1}).copy_(in.view({-1}));
   }
-
-  void record(std::chrono::steady_clock::time_point start, int64_t bytes) {
-    stats_.time_s += detail::seconds_since(start);
-    stats_.calls += 1;
-    stats_.bytes += bytes;
-  }
 };
 
 }  // namespace

@@ -371,12 +371,6 @@ class MpiCommunicator final : public Communicator {
     wait("reduce_scatter", request);
   }
 
-  void record(std::chrono::steady_clock::time_point start, int64_t bytes) {
-    stats_.time_s += detail::seconds_since(start);
-    stats_.calls += 1;
-    stats_.bytes += bytes;
-  }
-
   // Declaration order = construction order; destruction frees the communicator before the
   // environment can finalize MPI.
   std::shared_ptr<detail::MpiEnvironment> env_;

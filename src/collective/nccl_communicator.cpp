@@ -313,12 +313,6 @@ class NcclCommunicator final : public Communicator {
     record(start, bytes);
   }
 
-  void record(std::chrono::steady_clock::time_point start, int64_t bytes) {
-    stats_.time_s += detail::seconds_since(start);
-    stats_.calls += 1;
-    stats_.bytes += bytes;
-  }
-
   // Declaration order = construction order; ~NcclCommunicator destroys the NCCL communicator,
   // then the MPI communicator is freed, then the environment may finalize MPI.
   std::shared_ptr<detail::MpiEnvironment> env_;

@@ -97,13 +97,6 @@ class Communicator {
 
   [[nodiscard]] const CommStats& stats() const { return stats_; }
   void reset_stats() { stats_ = {}; }
-  /// Counts one control message of `bytes` that started at `start` (the backends call it).
-  void record_control(std::chrono::steady_clock::time_point start, int64_t bytes) {
-    stats_.control_time_s +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    stats_.control_calls += 1;
-    stats_.control_bytes += bytes;
-  }
 
   /// How long one collective may wait for the other ranks before it throws CollectiveTimeout;
   /// 0 waits forever. Every rank should set the same. split() hands it to the parts. The Local
@@ -112,8 +105,26 @@ class Communicator {
   [[nodiscard]] double collective_timeout() const { return collective_timeout_s_; }
 
  protected:
+  /// Counts one tensor collective, or one control message, of `bytes` that started at `start`
+  /// (every backend's calls end with one of these).
+  void record(std::chrono::steady_clock::time_point start, int64_t bytes) {
+    stats_.time_s += seconds_since(start);
+    stats_.calls += 1;
+    stats_.bytes += bytes;
+  }
+  void record_control(std::chrono::steady_clock::time_point start, int64_t bytes) {
+    stats_.control_time_s += seconds_since(start);
+    stats_.control_calls += 1;
+    stats_.control_bytes += bytes;
+  }
+
   CommStats stats_;
   double collective_timeout_s_ = kDefaultCollectiveTimeoutSeconds;
+
+ private:
+  static double seconds_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
 };
 
 using CommPtr = std::shared_ptr<Communicator>;
