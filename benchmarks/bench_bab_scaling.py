@@ -4,9 +4,12 @@ ranks (G = P domain groups of one rank), calibrated and validated on this machin
 predictions for 8-64 ranks.
 
 A round at G groups, each group bounding its share of the round's n parents (2 children each):
-    T_round(G) = s(G) * (t_fix + 2 * ceil(n / G) * t_dom) + X(G)
+    T_round(G) = s(G) * (t_fix + t_att / G + 2 * ceil(n / G) * t_dom) + X(G)
   t_fix, t_dom  a round's fixed cost and a child domain's, fitted (least squares) to one process's
-                runs at several batch sizes: bab_time = rounds * t_fix + domains * t_dom
+                runs at several batch sizes: bab_time - attack time = rounds * t_fix + domains *
+                t_dom
+  t_att         one process's attack time a round (report bab_attack_time_s / bab_rounds): the
+                groups share a round's PGD starts and points out, ceil(16/G) + ceil(64/G) each
   s(G)          the slowdown of a rank that shares the machine: kappa (two one-process runs at
                 once, measured) times max(1, G / cores) (oversubscribed)
   X(G)          the round's exchanges: messages * latency + bytes gathered * per_byte, the
@@ -16,9 +19,10 @@ Validated at P = 2 and 4 against the measured bab_time (ratio predicted / measur
 do not depend on time (domains per group, messages, bytes a round) are measured oversubscribed
 at P = 8 and 16. The predictions at 8-64 ranks assume one core per rank (s = kappa) and the
 network between namespaces (TCP over veth: bench_exchange across two hosts, --tcp JSON), its
-latency growing with log2 P and its bytes with P - 1, for two batch policies: the global batch
-fixed (strong scaling: --bab-batch-size 64 at every P) and the batch per group fixed
-(--bab-batch-size 64·G: each group bounds 64 parents a round, as one process does; and 256·G).
+latency growing with log2 P and its bytes with P - 1, for the two batch scopes: the global batch
+fixed (--bab-batch-scope world, --bab-batch-size 64 at every P: strong scaling) and the batch per
+group fixed (--bab-batch-scope group, the default without --deterministic: each group bounds 64
+parents a round, as one process does; and 256). Both scopes are validated at P = 2 and 4.
 Parallel efficiency = one process's time for the same rounds and global batch / (P * the time at
 P): the search's own overhead of a larger batch (domains a smaller one would not have bounded)
 is not in it.
@@ -39,13 +43,15 @@ FIXTURES = os.path.join(ROOT, "..", "shared", "fixtures")
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
 
 
-def verify(args, ranks, batch, rounds, cpu=None):
-    """One deterministic run at `ranks` (= groups): its report."""
+def verify(args, ranks, batch, rounds, cpu=None, scope="world"):
+    """One deterministic run at `ranks` (= groups), `batch` over the world or per group: its
+    report."""
     with tempfile.TemporaryDirectory() as tmp:
         report = os.path.join(tmp, "report.json")
         cmd = [args.binary, "verify", "--model", args.model, "--vnnlib", args.spec,
                "--deterministic", "--max-rounds", str(rounds), "--bab-batch-size", str(batch),
-               "--timeout", "0", "--quiet", "--domain-groups", str(ranks), "--report", report]
+               "--timeout", "0", "--quiet", "--domain-groups", str(ranks), "--report", report,
+               "--bab-batch-scope", scope]
         if ranks > 1:
             cmd = ["mpirun", "--oversubscribe", "-np", str(ranks)] + cmd
         if cpu is not None:
@@ -71,14 +77,17 @@ def exchange_cost(args, ranks):
 
 
 def fit_round_costs(runs):
-    """Least squares bab_time = rounds * t_fix + domains * t_dom over one process's runs."""
+    """Least squares bab_time - attack time = rounds * t_fix + domains * t_dom over one
+    process's runs; and the attack's time a round, t_att."""
     a11 = sum(r["bab_rounds"] ** 2 for r in runs)
     a12 = sum(r["bab_rounds"] * r["domains_bounded"] for r in runs)
     a22 = sum(r["domains_bounded"] ** 2 for r in runs)
-    b1 = sum(r["bab_rounds"] * r["bab_time_s"] for r in runs)
-    b2 = sum(r["domains_bounded"] * r["bab_time_s"] for r in runs)
+    rest = [r["bab_time_s"] - r["bab_attack_time_s"] for r in runs]
+    b1 = sum(r["bab_rounds"] * t for r, t in zip(runs, rest))
+    b2 = sum(r["domains_bounded"] * t for r, t in zip(runs, rest))
     det = a11 * a22 - a12 * a12
-    return (b1 * a22 - b2 * a12) / det, (a11 * b2 - a12 * b1) / det
+    t_att = sum(r["bab_attack_time_s"] for r in runs) / sum(r["bab_rounds"] for r in runs)
+    return (b1 * a22 - b2 * a12) / det, (a11 * b2 - a12 * b1) / det, t_att
 
 
 def slowest_group_domains(report):
@@ -88,10 +97,13 @@ def slowest_group_domains(report):
     return max(report["domains_per_group"])
 
 
-def predict(t_fix, t_dom, slow, report, latency, per_byte):
+def predict(costs, slow, report, latency, per_byte):
+    t_fix, t_dom, t_att = costs
     x = report["exchange"]
     exchange = x["messages"] * latency + x["bytes"] * per_byte  # bytes: every rank's, gathered
-    return slow * (report["bab_rounds"] * t_fix + slowest_group_domains(report) * t_dom) + exchange
+    per_round = t_fix + t_att / report["groups"]
+    return slow * (report["bab_rounds"] * per_round + slowest_group_domains(report) * t_dom) \
+        + exchange
 
 
 def main():
@@ -114,11 +126,13 @@ def main():
     #    doubles a round from the root, so enough rounds fill the largest batch several times).
     sizes = (B // 4, B // 2, B, 2 * B)
     calib = [verify(args, 1, b, args.rounds) for b in sizes]
-    t_fix, t_dom = fit_round_costs(calib)
+    costs = fit_round_costs(calib)
+    t_fix, t_dom, t_att = costs
     print(f"\none process: t_fix {t_fix * 1e3:.2f} ms a round, "
+          f"t_att {t_att * 1e3:.2f} ms of attacks a round, "
           f"t_dom {t_dom * 1e3:.3f} ms a child domain")
     for r, b in zip(calib, sizes):
-        fitted = r["bab_rounds"] * t_fix + r["domains_bounded"] * t_dom
+        fitted = r["bab_rounds"] * (t_fix + t_att) + r["domains_bounded"] * t_dom
         print(f"  batch {b:>4}: {r['bab_rounds']} rounds, {r['domains_bounded']} domains, "
               f"{r['bab_time_s']:.2f} s (fit {fitted:.2f} s)")
 
@@ -133,25 +147,28 @@ def main():
     print(f"two one-process runs at once: {measured_kappa:.2f}x the time of one alone "
           f"(kappa = {kappa:.2f})")
 
-    # 3. Validation at P = 2 and 4 (on `cores` cores), counts at 8 and 16.
-    print(f"\n{'P':>3} {'bab s':>7} {'pred s':>7} {'pred/meas':>9} {'rounds':>6} "
-          f"{'domains':>8} {'per group min-max':>17} {'msgs':>5} {'KB/round':>8} {'moved':>6} "
-          f"{'x lat us':>8}")
+    # 3. Validation at P = 2 and 4 (on `cores` cores) for both batch scopes, counts at 8 and 16.
+    print(f"\n{'P':>3} {'scope':>5} {'bab s':>7} {'pred s':>7} {'pred/meas':>9} {'att s':>6} "
+          f"{'pred':>6} {'rounds':>6} {'domains':>8} {'per group min-max':>17} {'msgs':>5} "
+          f"{'KB/round':>8} {'moved':>6} {'x lat us':>8}")
     measured = {}
-    for P in (2, 4, 8, 16):
-        r = verify(args, P, B, args.rounds)
-        measured[P] = r
+    for P, scope in ((2, "world"), (2, "group"), (4, "world"), (4, "group"), (8, "world"),
+                     (16, "world")):
+        r = verify(args, P, B, args.rounds, scope=scope)
+        if scope == "world":
+            measured[P] = r
         per = r["domains_per_group"]
         kb = r["exchange"]["bytes"] / r["bab_rounds"] / 1e3
-        row = (f"{P:>3} {r['bab_time_s']:>7.2f}")
+        row = (f"{P:>3} {scope:>5} {r['bab_time_s']:>7.2f}")
         if P <= 4:
             lat, pb = exchange_cost(args, P)
             slow = kappa * max(1.0, P / args.cores)
-            pred = predict(t_fix, t_dom, slow, r, lat, pb)
-            row += f" {pred:>7.2f} {pred / r['bab_time_s']:>9.2f}"
+            pred = predict(costs, slow, r, lat, pb)
+            row += (f" {pred:>7.2f} {pred / r['bab_time_s']:>9.2f} "
+                    f"{r['bab_attack_time_s']:>6.2f} {slow * r['bab_rounds'] * t_att / P:>6.2f}")
         else:
             lat = float("nan")
-            row += f" {'-':>7} {'-':>9}"
+            row += f" {'-':>7} {'-':>9} {r['bab_attack_time_s']:>6.2f} {'-':>6}"
         print(row + f" {r['bab_rounds']:>6} {r['domains_bounded']:>8} "
               f"{min(per):>8}-{max(per):<8} {r['exchange']['messages']:>5} {kb:>8.1f} "
               f"{r['domains_moved']:>6} {lat * 1e6:>8.1f}")
@@ -183,8 +200,8 @@ def main():
             moved_p = moved * n / B / P if n > B else moved
             gathered = P * report_bytes + moved_p * per_moved
             x = msgs_per_round * lat2 * math.ceil(math.log2(P)) + gathered * (P - 1) / P * pb2
-            t_round = kappa * (t_fix + 2 * math.ceil(n / P) * t_dom) + x
-            one = t_fix + 2 * n * t_dom
+            t_round = kappa * (t_fix + t_att / P + 2 * math.ceil(n / P) * t_dom) + x
+            one = t_fix + t_att + 2 * n * t_dom
             print(f"{P:>3} {policy:>16} {t_round * 1e3:>8.1f} {x / t_round:>6.0%} "
                   f"{one / (P * t_round):>10.0%}")
 

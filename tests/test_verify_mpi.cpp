@@ -172,6 +172,24 @@ TEST_F(VerifyMpi, DeterministicRunsAgreeAtTwoRanks) {
   expect_same_search(tp, one);
 }
 
+// A per-group batch (--bab-batch-scope group) is the world batch times the groups: two groups of
+// 4 search as one process with 8 does, for ReLU and for input splitting.
+TEST_F(VerifyMpi, APerGroupBatchSearchesAsOneProcessWithTheGroupsTimesTheBatch) {
+  DISTCROWN_REQUIRE_FIXTURES();
+  for (const std::string& instance : {hard(), acas("4_2", 2)}) {
+    SCOPED_TRACE(instance);
+    const std::string rounds = instance + " --deterministic --max-rounds 4";
+    const json one = verify({1, 1, "none"}, rounds + " --bab-batch-size 8");
+    ASSERT_EQ(one["result"], "unknown") << one.dump();
+    const json groups =
+        verify({2, 2, "none"}, rounds + " --bab-batch-size 4 --bab-batch-scope group");
+    expect_same_search(groups, one);
+    EXPECT_EQ(groups["bab_rounds"], one["bab_rounds"]);
+    const json world = verify({2, 2, "none"}, rounds + " --bab-batch-size 4");
+    EXPECT_LT(world["domains_bounded"].get<int64_t>(), one["domains_bounded"].get<int64_t>());
+  }
+}
+
 // The model `bytes` written to `dir` as `name`.onnx with a property between α-CROWN's bound and
 // the sampled minimum over a box of its 5 inputs; the CLI arguments for it, ReLU-style splitting
 // (5 inputs would choose input splitting).

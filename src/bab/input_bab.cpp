@@ -373,6 +373,7 @@ void InputBab::split_and_bound(std::vector<std::pair<int64_t, SubBox>>& planned,
   const at::Tensor corners =
       bound_boxes(g_, problem_.objective, bo_, passes_, plan_.get(), root_radius_, children);
   bounded_ += int64_t(children.size());
+  const double attack_start = deadline_.elapsed();
   at::Tensor candidate_points = corners;
   if (o_.attack_every > 0 && res_.rounds % o_.attack_every == 0) {
     // Also the centres of the children, in the graph's dtype.
@@ -384,6 +385,7 @@ void InputBab::split_and_bound(std::vector<std::pair<int64_t, SubBox>>& planned,
     candidate_points = at::cat({corners.cpu(), centres}, 0);
   }
   mine.counterexample = check_candidates(g_, problem_.vnnlib_case, candidate_points);
+  res_.attack_seconds += deadline_.elapsed() - attack_start;
   for (SubBox& b : children) {
     if (b.value <= 0) queue_.push(std::move(b));
   }
@@ -451,7 +453,9 @@ BabResult input_bab(const BabOptions& options, const RunContext& context, const 
   // few (the spec's, or each box's unstable neurons), so padding cost ~15 % of the boxes a
   // second on ACAS Xu (docs/archive/results-2026.md).
   bo.align_rows = false;
-  InputBab bab(options, context, g, problem, bo, progress);
+  BabOptions o = options;
+  o.batch = round_batch(options, context.world);
+  InputBab bab(o, context, g, problem, bo, progress);
   return bab.run();
 }
 

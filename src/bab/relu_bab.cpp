@@ -331,8 +331,10 @@ void ReluBab::split_and_bound(std::vector<std::pair<int64_t, Domain>>& planned, 
   const Bounded b = bounder_.bound(children, o_.iterations, true);
   if (cuts_) learn_cuts(children);
   const bool pgd = o_.attack_every > 0 && res_.rounds % o_.attack_every == 0;
+  const double attack_start = deadline_.elapsed();
   mine.counterexample =
       attack_from(children, b, pgd ? std::optional<int64_t>(res_.rounds) : std::nullopt, true);
+  res_.attack_seconds += deadline_.elapsed() - attack_start;
   for (Domain& c : children) {
     if (c.value <= 0) queue.push(std::move(c));  // else proved
   }
@@ -467,8 +469,9 @@ at::Tensor split_domain_lower_bound(const BabOptions& options, const BoundGraph&
 BabResult relu_bab(const BabOptions& options, const RunContext& context, const BoundGraph& g,
                    const BabProblem& problem, const RootStart* start) {
   if (options.batch < 1) throw InvalidArgument("branch and bound batch must be >= 1");
-  ReluBab bab(options, context, g, problem,
-              detail::memory_limit(context.memory_limit_bytes, g.device()));
+  BabOptions o = options;
+  o.batch = round_batch(options, context.world);
+  ReluBab bab(o, context, g, problem, detail::memory_limit(context.memory_limit_bytes, g.device()));
   return bab.run(start);
 }
 

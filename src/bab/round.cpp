@@ -4,6 +4,16 @@
 #include <cstdio>
 #include <string>
 
+namespace distcrown::bab {
+
+int64_t round_batch(const BabOptions& o, const BabWorld& w) {
+  const bool per_group = o.batch_scope == BatchScope::kGroup ||
+                         (o.batch_scope == BatchScope::kAuto && !o.deterministic);
+  return per_group ? o.batch * w.groups : o.batch;
+}
+
+}  // namespace distcrown::bab
+
 namespace distcrown::bab::detail {
 
 RoundStart start_round(const std::vector<RoundReport>& groups, const RoundTally& tally,

@@ -158,6 +158,7 @@ void add_search(VerifyResult& r, const BabResult& b) {
   r.bab_pass_flops += b.pass_flops;
   r.cuts += b.cuts;
   r.exchange += b.exchange;
+  r.bab_attack_seconds += b.attack_seconds;
   if (b.status != BabStatus::kProved && b.rounds > 0) r.worst_bound = b.worst_value;
   r.domains_per_group.resize(b.domains_per_group.size(), 0);
   for (size_t k = 0; k < b.domains_per_group.size(); ++k) {

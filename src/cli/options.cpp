@@ -105,9 +105,15 @@ CLI::Validator output_path() {
 // Branch and bound's own options (verify only), in the table's order.
 std::vector<OptionSpec> bab_specs() {
   return {
-      {"bab-batch-size", Applies::kVerify, "domains split per branch-and-bound round",
+      {"bab-batch-size", Applies::kVerify,
+       "domains split per branch-and-bound round (per domain group: --bab-batch-scope)",
        field(
            [](RunOptions & r) -> auto& { return r.verify.bab.batch; }, whole_number(int64_t{1}))},
+      {"bab-batch-scope", Applies::kVerify,
+       "whose batch --bab-batch-size is under --domain-groups G: world (a round splits that many "
+       "in all; --deterministic then searches as one process does) or group (each group splits "
+       "that many, G times as many a round); auto: group, world under --deterministic",
+       field([](RunOptions & r) -> auto& { return r.verify.bab.batch_scope; })},
       {"bab-iterations", Applies::kVerify,
        "alpha/beta optimisation steps per branch-and-bound round",
        field(
@@ -182,7 +188,8 @@ const std::vector<OptionSpec>& table() {
          "scheme of the bounding passes), domains_bounded, domains_per_group, domains_moved "
          "(between groups), domains_moved_in_groups (spec-parallel: between a group's ranks), "
          "counterexample_group, bab_min_batch, bab_passes (planned or reference), bab_pass_flops, "
-         "bab_rounds, cuts (--cuts: checked, learned, pruned, implied), "
+         "bab_rounds, bab_attack_time_s (rank 0's, in the rounds' attacks), cuts (--cuts: checked, "
+         "learned, pruned, implied), "
          "memory (peak_bytes resident, the largest over the "
          "ranks, and per rank; limit_bytes), comm",
          field(

@@ -227,6 +227,7 @@ nlohmann::json run_facts(const RunOptions& a, collective::Communicator& world,
   j["counterexample_group"] =
       r.counterexample_group ? nlohmann::json(*r.counterexample_group) : nlohmann::json();
   j["bab_time_s"] = r.bab_seconds;
+  j["bab_attack_time_s"] = r.bab_attack_seconds;
   // Which passes branch and bound's rounds ran, and the FLOPs of the planned ones' products.
   j["bab_passes"] = r.bab_searches == 0 ? nlohmann::json()
                     : r.bab_planned     ? nlohmann::json("planned")

@@ -48,6 +48,19 @@ constexpr auto enum_table(BranchingReduce) {
   return std::array{P{BranchingReduce::kMin, "min"}, P{BranchingReduce::kMax, "max"}};
 }
 
+/// Whose batch BabOptions::batch is when the search runs in several domain groups: the world's
+/// (a round bounds `batch` parents in all, each group its share: under `deterministic` the search
+/// of one process at every layout) or each group's (a round bounds `batch` parents per group,
+/// batch · groups in all: each group's round as full as one process's, which is what scales,
+/// docs/scaling.md). kAuto: kGroup, or kWorld under `deterministic`. One group: the same.
+enum class BatchScope { kAuto, kWorld, kGroup };
+
+constexpr auto enum_table(BatchScope) {
+  using P = std::pair<BatchScope, std::string_view>;
+  return std::array{P{BatchScope::kAuto, "auto"}, P{BatchScope::kWorld, "world"},
+                    P{BatchScope::kGroup, "group"}};
+}
+
 class Progress;
 
 /// The ranks one branch and bound runs on (docs/architecture.md, "Branch and bound across
@@ -68,6 +81,12 @@ struct BabWorld {
   /// The rank that speaks for its group in the round exchange.
   [[nodiscard]] bool group_leader() const { return world_rank() % group_size() == 0; }
 };
+
+struct BabOptions;
+
+/// Parents a round bounds over the world: BabOptions::batch, times the domain groups where the
+/// batch is each group's (BatchScope).
+int64_t round_batch(const BabOptions& o, const BabWorld& w);
 
 /// Intermediate bounds of a ReLU-split domain below the root: kept from the root (only split
 /// neurons clamped), or refreshed after every split by a CROWN pass over the layers after the
@@ -90,8 +109,10 @@ constexpr auto enum_table(DisjunctSearch) {
 }
 
 struct BabOptions {
-  /// Domains taken from the queue per round; their 2·batch children are bounded in one call.
+  /// Domains taken from the queue per round (over the world or per group: batch_scope); their
+  /// 2·batch children are bounded in one call.
   int64_t batch = 64;
+  BatchScope batch_scope = BatchScope::kAuto;
   Branching branching = Branching::kFsb;
   /// FSB: per domain, the best neurons by each of BaBSR's two scores whose splits are tried
   /// (up to 2·fsb_candidates; bab/branching.hpp).
@@ -187,6 +208,10 @@ struct BabResult {
   /// This rank's round exchanges: the world's control messages during the rounds (their
   /// seconds include waiting for the slowest group).
   collective::CommStats exchange;
+  /// This rank's seconds in the rounds' attacks (PGD from the round's domains every
+  /// attack_every rounds, and checking the points the bounds give): the part of a round that
+  /// domain groups share out (docs/scaling.md).
+  double attack_seconds = 0;
 };
 
 /// Why ReLU branch and bound cannot share its batches between a group's ranks

@@ -86,7 +86,8 @@ struct VerifyResult {
   /// The lowest domain value left in the last branch and bound that did not prove its disjunct
   /// (max_k (lb_k − rhs_k) < 0); none when every branch and bound proved or none ran.
   std::optional<double> worst_bound;
-  double bab_seconds = 0;  // in branch and bound (after the attack and the root)
+  double bab_seconds = 0;         // in branch and bound (after the attack and the root)
+  double bab_attack_seconds = 0;  // of it, in the rounds' attacks (BabResult::attack_seconds)
   /// Branch and bound searches run; whether every one's rounds ran planned passes (false: none
   /// ran, or some ran CrownEngine's), and the floating-point operations of the planned passes'
   /// products.
