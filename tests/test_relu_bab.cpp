@@ -34,6 +34,25 @@ TEST(ReluBab, ProvesATruePropertyInRounds) {
   EXPECT_GE(b.domains_bounded, 3);
 }
 
+// A search that times out leaves its queue to the caller's Leftovers (freed after the answer);
+// one that proves leaves nothing.
+TEST(ReluBab, ATimedOutSearchLeavesItsQueueToTheCaller) {
+  const HardProperty h = hard_property(0.5);
+  const auto objs = objectives(h.property.cases[0], 1);
+  bab::Leftovers leftovers;
+  bab::RunContext context = context_of(bab::Deadline(30));
+  context.leftovers = &leftovers;
+  const bab::BabResult proved =
+      bab::relu_bab(bab::BabOptions{}, context, h.net.graph, {h.property.cases[0], objs[0], objs});
+  ASSERT_EQ(status(proved), "proved") << proved.reason;
+  EXPECT_EQ(leftovers.size(), 0U);
+  context.deadline = bab::Deadline(1e-9);  // expired before the first pass
+  const bab::BabResult late =
+      bab::relu_bab(bab::BabOptions{}, context, h.net.graph, {h.property.cases[0], objs[0], objs});
+  ASSERT_EQ(status(late), "timeout") << late.reason;
+  EXPECT_EQ(leftovers.size(), 1U);
+}
+
 // Each branching heuristic (greedy BaBSR, FSB) with either reduction proves it, in rounds.
 TEST(ReluBab, EveryBranchingProvesIt) {
   const HardProperty h = hard_property(0.5);

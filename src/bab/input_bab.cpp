@@ -305,6 +305,10 @@ class InputBab {
     res_.pass_flops = plan_ != nullptr ? plan_->flops() : 0;
     return res_;
   }
+  /// The open boxes, moved out (RunContext::leftovers).
+  std::shared_ptr<void> take_queue() {
+    return std::make_shared<detail::DomainQueue<SubBox>>(std::move(queue_));
+  }
 
  private:
   /// The rounds; the outcome is in res_.
@@ -456,7 +460,11 @@ BabResult input_bab(const BabOptions& options, const RunContext& context, const 
   BabOptions o = options;
   o.batch = round_batch(options, context.world);
   InputBab bab(o, context, g, problem, bo, progress);
-  return bab.run();
+  BabResult r = bab.run();
+  if (r.status == BabStatus::kTimeout && context.leftovers != nullptr) {
+    context.leftovers->keep(bab.take_queue());
+  }
+  return r;
 }
 
 }  // namespace distcrown::bab

@@ -1,6 +1,7 @@
 #include "bab/relu_bab.hpp"
 
 #include <algorithm>
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -94,6 +95,10 @@ class ReluBab {
   /// The root with CROWN intermediate bounds (no α optimisation) and `splits` applied.
   Domain crown_root_with(const std::vector<Split>& splits);
   detail::DomainBounder& bounder() { return bounder_; }
+  /// The open domains, moved out (RunContext::leftovers).
+  std::shared_ptr<void> take_queue() {
+    return std::make_shared<detail::DomainQueue<Domain>>(std::move(queue_));
+  }
 
  private:
   /// The rounds; the outcome is in res_.
@@ -139,6 +144,7 @@ class ReluBab {
   detail::DomainBounder bounder_;
   detail::BatchBudget budget_;
   BabResult res_;
+  detail::DomainQueue<Domain> queue_;    // the open domains, this group's (or rank's) share
   std::optional<Domain> root_;           // the bounded root, where cuts are proved from
   std::optional<detail::CutPool> cuts_;  // with BabOptions::cuts, once the root is bounded
 };
@@ -397,7 +403,7 @@ void ReluBab::search(const RootStart* start) {
   // that every rank leaves the loop in the same round with the same result.
   const detail::ExchangeMeter meter(units_, res.exchange);
   RoundReport mine;
-  detail::DomainQueue<Domain> queue;
+  detail::DomainQueue<Domain>& queue = queue_;
   bound_root(start, mine, queue);
   int64_t first_id = 1;           // of the next round's children
   int64_t last_batch = o_.batch;  // the last round's batch (the smallest cap over the ranks)
@@ -472,7 +478,11 @@ BabResult relu_bab(const BabOptions& options, const RunContext& context, const B
   BabOptions o = options;
   o.batch = round_batch(options, context.world);
   ReluBab bab(o, context, g, problem, detail::memory_limit(context.memory_limit_bytes, g.device()));
-  return bab.run(start);
+  BabResult r = bab.run(start);
+  if (r.status == BabStatus::kTimeout && context.leftovers != nullptr) {
+    context.leftovers->keep(bab.take_queue());
+  }
+  return r;
 }
 
 }  // namespace distcrown::bab

@@ -456,6 +456,10 @@ int run_verify(const RunOptions& a) {
   // weights between uses (FSDP: its shards; the report shows weights ÷ P).
   const int64_t param_bytes = place(a, in.problem.graph, *world, context.world.group).param_bytes;
   context.world.group->reset_stats();
+  // A search that timed out leaves its open domains here, freed after the answer (or never:
+  // end_after_answer).
+  bab::Leftovers leftovers;
+  context.leftovers = &leftovers;
   bab::VerifyResult r;
   try {
     r = bab::verify(o, context, in.problem.graph, in.problem.property);

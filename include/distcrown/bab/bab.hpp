@@ -3,6 +3,7 @@
 // deadline / progress helpers shared by ReLU splitting (β-CROWN) and input splitting.
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -275,6 +276,20 @@ class Progress final : public Heartbeat {
 /// What a run carries that is not configuration: when it must stop, where its progress goes and
 /// which ranks take part. Option structs (BabOptions, VerifyOptions) hold configuration only; the
 /// caller makes a context per run and passes it to what runs.
+/// What a search that ran out of time leaves behind (its queue of open domains), kept until the
+/// caller has answered: freeing ~25,000 domains' tensors outlasted verify's 0.25 s watchdog grace
+/// at the end of 60 s searches on this VM (two ranks), so the answer came from the watchdog,
+/// without the report's counts, and mpirun exited 1. A caller that ends the process after
+/// answering never pays for it.
+class Leftovers {
+ public:
+  void keep(std::shared_ptr<void> p) { kept_.push_back(std::move(p)); }
+  [[nodiscard]] size_t size() const { return kept_.size(); }
+
+ private:
+  std::vector<std::shared_ptr<void>> kept_;
+};
+
 struct RunContext {
   /// Every phase stops at it. Across ranks every rank calls together: verify() agrees it over the
   /// world for its phases and over the group for a branch and bound's passes
@@ -294,6 +309,8 @@ struct RunContext {
   /// and bound starts. On the CPU it needs the counting allocator installed (an explicit limit is
   /// refused otherwise: nothing would enforce it).
   int64_t memory_limit_bytes = 0;
+  /// Where a branch and bound that timed out leaves its queue (not owned); null: freed at once.
+  Leftovers* leftovers = nullptr;
 };
 
 /// What one branch and bound decides: `objective` (one VNNLIB disjunct, or several joined) over
