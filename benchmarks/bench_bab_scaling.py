@@ -4,12 +4,16 @@ ranks (G = P domain groups of one rank), calibrated and validated on this machin
 predictions for 8-64 ranks.
 
 A round at G groups, each group bounding its share of the round's n parents (2 children each):
-    T_round(G) = s(G) * (t_fix + t_att / G + 2 * ceil(n / G) * t_dom) + X(G)
+    T_round(G) = s(G) * (t_fix + t_att * a(G) + 2 * ceil(n / G) * t_dom) + X(G)
   t_fix, t_dom  a round's fixed cost and a child domain's, fitted (least squares) to one process's
                 runs at several batch sizes: bab_time - attack time = rounds * t_fix + domains *
                 t_dom
-  t_att         one process's attack time a round (report bab_attack_time_s / bab_rounds): the
-                groups share a round's PGD starts and points out, ceil(16/G) + ceil(64/G) each
+  t_att         one process's attack time a round (report bab_attack_time_s / bab_rounds)
+  a(G)          a group's attack at G groups over one process's, measured by build/bin/bench_attack:
+                the groups share a round's PGD points out (ceil(16/G) + ceil(64/G) each), but
+                each pays the 30 steps' per-operation cost (mnist 256x6: 91 ms at G = 1, 22 ms
+                at 64); input splitting's rounds attack nothing, they check their boxes'
+                points: a(G) = 1/G
   s(G)          the slowdown of a rank that shares the machine: kappa (two one-process runs at
                 once, measured) times max(1, G / cores) (oversubscribed)
   X(G)          the round's exchanges: messages * latency + bytes gathered * per_byte, the
@@ -27,7 +31,7 @@ Parallel efficiency = one process's time for the same rounds and global batch / 
 P): the search's own overhead of a larger batch (domains a smaller one would not have bounded)
 is not in it.
 
-  python3 benchmarks/bench_bab_scaling.py [--rounds 12] [--tcp /tmp/exchange_tcp.json]
+  python3 benchmarks/bench_bab_scaling.py [--rounds 12] [--repeat 3] [--tcp /tmp/exchange_tcp.json]
 """
 import argparse
 import json
@@ -64,6 +68,18 @@ def verify(args, ranks, batch, rounds, cpu=None, scope="world"):
             return json.load(f)
 
 
+def verify_interleaved(args, layouts):
+    """--repeat deterministic runs of each (ranks, batch, scope) layout (the same counts each
+    time), the layouts in turn, run after run, so that this VM's drift hits them alike: per layout
+    the report of the median time."""
+    runs = {layout: [] for layout in layouts}
+    for _ in range(args.repeat):
+        for ranks, batch, scope in layouts:
+            runs[(ranks, batch, scope)].append(verify(args, ranks, batch, args.rounds, scope=scope))
+    return {layout: sorted(rs, key=lambda r: r["bab_time_s"])[len(rs) // 2]
+            for layout, rs in runs.items()}
+
+
 def exchange_cost(args, ranks):
     """bench_exchange at `ranks` on this machine: (latency s, s per byte gathered)."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -97,11 +113,22 @@ def slowest_group_domains(report):
     return max(report["domains_per_group"])
 
 
-def predict(costs, slow, report, latency, per_byte):
+def attack_share(args):
+    """bench_attack at 1-64 groups: {G: a group's attack time over one process's}."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "a.json")
+        subprocess.run(["taskset", "-c", "0", args.bench_attack, "--model", args.model, "--vnnlib",
+                        args.spec, "--json", out], check=True, stdout=subprocess.DEVNULL)
+        with open(out) as f:
+            rows = {r["groups"]: r["median_s"] for r in json.load(f)}
+    return {G: t / rows[1] for G, t in rows.items()}
+
+
+def predict(costs, share, slow, report, latency, per_byte):
     t_fix, t_dom, t_att = costs
     x = report["exchange"]
     exchange = x["messages"] * latency + x["bytes"] * per_byte  # bytes: every rank's, gathered
-    per_round = t_fix + t_att / report["groups"]
+    per_round = t_fix + t_att * share[report["groups"]]
     return slow * (report["bab_rounds"] * per_round + slowest_group_domains(report) * t_dom) \
         + exchange
 
@@ -110,22 +137,29 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", default=os.path.join(ROOT, "build", "bin", "distcrown"))
     ap.add_argument("--bench-exchange", default=os.path.join(ROOT, "build", "bin", "bench_exchange"))
+    ap.add_argument("--bench-attack", default=os.path.join(ROOT, "build", "bin", "bench_attack"))
     ap.add_argument("--model", default=os.path.join(FIXTURES, "models", "mnist_256x6.onnx"))
     ap.add_argument("--spec", default=os.path.join(FIXTURES, "specs", "mnist_prop_2_0.05.vnnlib"))
     ap.add_argument("--rounds", type=int, default=12, help="rounds per disjunct")
     ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="runs of each calibration and validation layout, the median's time kept")
     ap.add_argument("--cores", type=int, default=os.cpu_count())
     ap.add_argument("--tcp", help="bench_exchange --json across two hosts (the cluster network); "
                     "default: this machine's P = 2 figures")
     args = ap.parse_args()
     B = args.batch
     print(f"model {os.path.basename(args.model)}, spec {os.path.basename(args.spec)}, "
-          f"{args.rounds} rounds per disjunct, --deterministic, {args.cores} cores")
+          f"{args.rounds} rounds per disjunct, --deterministic, {args.cores} cores, "
+          f"median of {args.repeat} runs a layout, the layouts in turn")
 
     # 1. One process: the round's fixed cost and a domain's, from three batch sizes (the queue
     #    doubles a round from the root, so enough rounds fill the largest batch several times).
     sizes = (B // 4, B // 2, B, 2 * B)
-    calib = [verify(args, 1, b, args.rounds) for b in sizes]
+    checked = ((2, "world"), (2, "group"), (4, "world"), (4, "group"), (8, "world"), (16, "world"))
+    runs = verify_interleaved(args, [(1, b, "world") for b in sizes] +
+                              [(P, B, scope) for P, scope in checked])
+    calib = [runs[(1, b, "world")] for b in sizes]
     costs = fit_round_costs(calib)
     t_fix, t_dom, t_att = costs
     print(f"\none process: t_fix {t_fix * 1e3:.2f} ms a round, "
@@ -135,6 +169,13 @@ def main():
         fitted = r["bab_rounds"] * (t_fix + t_att) + r["domains_bounded"] * t_dom
         print(f"  batch {b:>4}: {r['bab_rounds']} rounds, {r['domains_bounded']} domains, "
               f"{r['bab_time_s']:.2f} s (fit {fitted:.2f} s)")
+    if calib[0]["split"] == "input":
+        # Input splitting's rounds only check their boxes' corners and centres: a group's share.
+        share = {G: 1.0 / G for G in (1, 2, 4, 8, 16, 32, 64)}
+    else:
+        share = attack_share(args)
+    print("a group's attack over one process's: " +
+          ", ".join(f"G={G} {a:.2f}" for G, a in sorted(share.items())))
 
     # 2. Two one-process runs at once: the slowdown of sharing the machine.
     alone = verify(args, 1, B, args.rounds, cpu=0)["bab_time_s"]
@@ -147,14 +188,14 @@ def main():
     print(f"two one-process runs at once: {measured_kappa:.2f}x the time of one alone "
           f"(kappa = {kappa:.2f})")
 
-    # 3. Validation at P = 2 and 4 (on `cores` cores) for both batch scopes, counts at 8 and 16.
+    # 3. Validation at P = 2 and 4 (on `cores` cores) for both batch scopes, counts at 8 and 16
+    #    (run above, interleaved with the calibration).
     print(f"\n{'P':>3} {'scope':>5} {'bab s':>7} {'pred s':>7} {'pred/meas':>9} {'att s':>6} "
           f"{'pred':>6} {'rounds':>6} {'domains':>8} {'per group min-max':>17} {'msgs':>5} "
           f"{'KB/round':>8} {'moved':>6} {'x lat us':>8}")
     measured = {}
-    for P, scope in ((2, "world"), (2, "group"), (4, "world"), (4, "group"), (8, "world"),
-                     (16, "world")):
-        r = verify(args, P, B, args.rounds, scope=scope)
+    for P, scope in checked:
+        r = runs[(P, B, scope)]
         if scope == "world":
             measured[P] = r
         per = r["domains_per_group"]
@@ -163,9 +204,10 @@ def main():
         if P <= 4:
             lat, pb = exchange_cost(args, P)
             slow = kappa * max(1.0, P / args.cores)
-            pred = predict(costs, slow, r, lat, pb)
+            pred = predict(costs, share, slow, r, lat, pb)
+            att = slow * r["bab_rounds"] * t_att * share[P]
             row += (f" {pred:>7.2f} {pred / r['bab_time_s']:>9.2f} "
-                    f"{r['bab_attack_time_s']:>6.2f} {slow * r['bab_rounds'] * t_att / P:>6.2f}")
+                    f"{r['bab_attack_time_s']:>6.2f} {att:>6.2f}")
         else:
             lat = float("nan")
             row += f" {'-':>7} {'-':>9} {r['bab_attack_time_s']:>6.2f} {'-':>6}"
@@ -196,11 +238,11 @@ def main():
     for P in (2, 4, 8, 16, 32, 64):
         moved = moved_per_round[min(P, 16)] * (P / 16 if P > 16 else 1)
         for policy, n in ((f"global batch {B}", B), (f"{B}/group", B * P),
-                          (f"{4 * B}/group", 4 * B * P)):
+                          (f"{2 * B}/group", 2 * B * P), (f"{4 * B}/group", 4 * B * P)):
             moved_p = moved * n / B / P if n > B else moved
             gathered = P * report_bytes + moved_p * per_moved
             x = msgs_per_round * lat2 * math.ceil(math.log2(P)) + gathered * (P - 1) / P * pb2
-            t_round = kappa * (t_fix + t_att / P + 2 * math.ceil(n / P) * t_dom) + x
+            t_round = kappa * (t_fix + t_att * share[P] + 2 * math.ceil(n / P) * t_dom) + x
             one = t_fix + t_att + 2 * n * t_dom
             print(f"{P:>3} {policy:>16} {t_round * 1e3:>8.1f} {x / t_round:>6.0%} "
                   f"{one / (P * t_round):>10.0%}")
