@@ -1,7 +1,8 @@
 // bench_attack: what one branch-and-bound round's attack costs a domain group at G groups
-// (round_attack: ceil(16/G) random starts, ceil(64/G) of its worst domains' points, 30 PGD steps
-// against every disjunct), for bench_bab_scaling.py's model of a round: G groups share the
-// attack's points out, but each pays its per-step cost, so its time does not fall as 1/G.
+// (round_attack: ceil(16/G) random starts, ceil(64/G) of its worst domains' points, 30 PGD
+// steps, each start against the disjunct closest to holding there), for bench_bab_scaling.py's
+// model of a round: G groups share the attack's points out, but each pays its per-step cost, so
+// its time does not fall as 1/G.
 //
 //   build/bin/bench_attack --model M.onnx --vnnlib P.vnnlib [--groups 1,2,4,...] [--repeat 7]
 //                          [--json OUT]

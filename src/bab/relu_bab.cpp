@@ -105,11 +105,11 @@ class ReluBab {
   void search(const RootStart* start);
   Domain root(const RootStart* start);
   /// Bounds the root; its outcome (a counterexample, nothing to split) goes into `mine`.
-  void bound_root(const RootStart* start, RoundReport& mine, detail::DomainQueue<Domain>& queue);
+  void bound_root(const RootStart* start, RoundReport& mine);
   /// One round's work on its planned parents (plan positions and domains): split, bound,
   /// attack, queue the children not proved.
   void split_and_bound(std::vector<std::pair<int64_t, Domain>>& planned, int64_t first_id,
-                       int64_t batch, RoundReport& mine, detail::DomainQueue<Domain>& queue);
+                       int64_t batch, RoundReport& mine);
   /// Checks the box corners that minimise each open domain's linear lower bounds; with
   /// `pgd_round` (a round number) also runs PGD from them and from fresh random points. With
   /// `shared`, `ds` are this rank's share of its group's domains: the corners of every rank's
@@ -285,8 +285,7 @@ BabResult ReluBab::run(const RootStart* start) {
   return res_;
 }
 
-void ReluBab::bound_root(const RootStart* start, RoundReport& mine,
-                         detail::DomainQueue<Domain>& queue) {
+void ReluBab::bound_root(const RootStart* start, RoundReport& mine) {
   const int me = units_.group_index();
   try {
     std::vector<Domain> first{root(start)};
@@ -302,7 +301,7 @@ void ReluBab::bound_root(const RootStart* start, RoundReport& mine,
       if (layout_.empty()) {
         mine.no_splittable = true;
       } else if (me == 0) {
-        queue.push(std::move(first.front()));
+        queue_.push(std::move(first.front()));
       }
     }
   } catch (const DeadlineReached&) {
@@ -311,8 +310,7 @@ void ReluBab::bound_root(const RootStart* start, RoundReport& mine,
 }
 
 void ReluBab::split_and_bound(std::vector<std::pair<int64_t, Domain>>& planned, int64_t first_id,
-                              int64_t batch, RoundReport& mine,
-                              detail::DomainQueue<Domain>& queue) {
+                              int64_t batch, RoundReport& mine) {
   std::vector<Domain> parents;
   parents.reserve(planned.size());
   for (auto& [p, d] : planned) parents.push_back(std::move(d));
@@ -342,7 +340,7 @@ void ReluBab::split_and_bound(std::vector<std::pair<int64_t, Domain>>& planned, 
       attack_from(children, b, pgd ? std::optional<int64_t>(res_.rounds) : std::nullopt, true);
   res_.attack_seconds += deadline_.elapsed() - attack_start;
   for (Domain& c : children) {
-    if (c.value <= 0) queue.push(std::move(c));  // else proved
+    if (c.value <= 0) queue_.push(std::move(c));  // else proved
   }
 }
 
@@ -403,8 +401,7 @@ void ReluBab::search(const RootStart* start) {
   // that every rank leaves the loop in the same round with the same result.
   const detail::ExchangeMeter meter(units_, res.exchange);
   RoundReport mine;
-  detail::DomainQueue<Domain>& queue = queue_;
-  bound_root(start, mine, queue);
+  bound_root(start, mine);
   int64_t first_id = 1;           // of the next round's children
   int64_t last_batch = o_.batch;  // the last round's batch (the smallest cap over the ranks)
   const auto splittable = [](const Domain& d) {
@@ -415,12 +412,12 @@ void ReluBab::search(const RootStart* start) {
     // This group's worst domains, at most a batch (under this rank's memory cap); all its ranks
     // pop the same ones.
     if (!mine.timed_out) mine.timed_out = deadline_.expired();
-    budget_.cap(mine, last_batch, int64_t(queue.size()));
+    budget_.cap(mine, last_batch, int64_t(queue_.size()));
     std::vector<Domain> candidates;
     if (!mine.timed_out) {
-      candidates = queue.pop_worst(std::min(o_.batch, mine.batch_cap), splittable, mine.exhausted);
+      candidates = queue_.pop_worst(std::min(o_.batch, mine.batch_cap), splittable, mine.exhausted);
     }
-    detail::report_candidates(mine, candidates, queue.size(), bounder_.bounded());
+    detail::report_candidates(mine, candidates, queue_.size(), bounder_.bounded());
     const std::vector<RoundReport> groups = detail::exchange_reports(units_, mine);
     const detail::RoundTally tally = detail::tally_round(groups, res);
     if (share_) per_group_of_ranks(res);
@@ -436,20 +433,20 @@ void ReluBab::search(const RootStart* start) {
     last_batch = round.batch;
     int64_t moved = 0;  // every transfer between the plan's holders
     std::vector<std::pair<int64_t, Domain>> planned = detail::take_planned(
-        units_, round.plan, candidates, queue.heap(),
+        units_, round.plan, candidates, queue_.heap(),
         [&](std::string_view bytes) { return detail::decode_domain(bytes, g_.device()); }, moved);
     count_moves(round.plan, moved, res);
     budget_.begin_round(planned.size());
     try {
-      split_and_bound(planned, first_id, round.batch, mine, queue);
+      split_and_bound(planned, first_id, round.batch, mine);
     } catch (const DeadlineReached&) {
       mine.timed_out = true;
     }
     budget_.end_round(planned.size());
     first_id += 2 * int64_t(round.plan.size());
-    res.max_queue = std::max<int64_t>(res.max_queue, int64_t(queue.size()));
+    res.max_queue = std::max<int64_t>(res.max_queue, int64_t(queue_.size()));
     if (o_.measure_store) {
-      const DomainStoreBytes now = detail::store_bytes(queue.items(), layout_.size());
+      const DomainStoreBytes now = detail::store_bytes(queue_.items(), layout_.size());
       if (now.total() > res.peak_store.total()) res.peak_store = now;
     }
   }

@@ -273,9 +273,6 @@ class Progress final : public Heartbeat {
   double last_ = -1.0;
 };
 
-/// What a run carries that is not configuration: when it must stop, where its progress goes and
-/// which ranks take part. Option structs (BabOptions, VerifyOptions) hold configuration only; the
-/// caller makes a context per run and passes it to what runs.
 /// What a search that ran out of time leaves behind (its queue of open domains), kept until the
 /// caller has answered: freeing ~25,000 domains' tensors outlasted verify's 0.25 s watchdog grace
 /// at the end of 60 s searches on this VM (two ranks), so the answer came from the watchdog,
@@ -290,6 +287,9 @@ class Leftovers {
   std::vector<std::shared_ptr<void>> kept_;
 };
 
+/// What a run carries that is not configuration: when it must stop, where its progress goes and
+/// which ranks take part. Option structs (BabOptions, VerifyOptions) hold configuration only; the
+/// caller makes a context per run and passes it to what runs.
 struct RunContext {
   /// Every phase stops at it. Across ranks every rank calls together: verify() agrees it over the
   /// world for its phases and over the group for a branch and bound's passes
